@@ -1,0 +1,64 @@
+"""The official openai SDK as a streaming client (CLIENT=openai), for users who want its behaviour.
+
+Retries are off (the SDK retries twice by default). Each chunk is stamped when the SDK's iterator
+yields it, which includes the SDK's own parsing time: the raw client is the exact one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from llmload.client_raw import split_base_url
+from llmload.clients import RequestFailed
+from llmload.stream import StreamAccumulator
+
+__all__ = ["OpenAIChatClient"]
+
+# Parameters that openai's create() takes by name; everything else goes in extra_body.
+_NAMED = ("model", "messages", "stream", "stream_options", "max_tokens", "temperature", "reasoning_effort")
+
+
+class OpenAIChatClient:
+    """Streams through ``openai.OpenAI().chat.completions.create(stream=True)``."""
+
+    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
+        import openai  # lazy: a heavy import that only CLIENT=openai needs
+
+        scheme, host, port, prefix = split_base_url(base_url)
+        self._openai = openai
+        self._client = openai.OpenAI(
+            base_url=f"{scheme}://{host}:{port}{prefix}/v1",
+            api_key=api_key or "EMPTY",
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
+        named = {k: body[k] for k in _NAMED if k in body}
+        extra = {k: v for k, v in body.items() if k not in _NAMED}
+        openai = self._openai
+        try:
+            stream = self._client.chat.completions.create(
+                **named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id}
+            )
+            with stream:
+                for chunk in stream:
+                    arrived_s = time.monotonic()
+                    acc.on_chunk(arrived_s, chunk.to_dict())
+        except openai.APITimeoutError as e:
+            raise RequestFailed("timeout", str(e)) from None
+        except openai.APIStatusError as e:
+            raise RequestFailed(f"http_{e.status_code}", str(e.message)[:300]) from None
+        except openai.APIConnectionError as e:
+            raise RequestFailed("connect", str(e)) from None
+        except openai.APIError as e:
+            raise RequestFailed("stream_error", str(e)[:300]) from None
+        except Exception as e:  # httpx errors while iterating: the server went away mid-stream
+            raise RequestFailed("disconnected", f"{type(e).__name__}: {e}") from None
+        end_s = time.monotonic()
+        acc.on_done(end_s)  # the SDK consumes [DONE] itself and stops iterating
+        return end_s

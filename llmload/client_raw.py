@@ -1,0 +1,198 @@
+"""A streaming chat client on plain sockets: one keep-alive connection, no hidden retries.
+
+Every socket read is stamped with ``time.monotonic()`` the moment it returns, and each SSE event
+completed by that read gets that stamp. Reads take whatever the kernel holds (up to 64 KiB), so
+nothing waits for a block to fill. Under Locust the socket module is gevent's.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from llmload.clients import RequestFailed
+from llmload.sse import ChunkedDecoder, ProtocolError, SSEDecoder
+from llmload.stream import StreamAccumulator
+
+__all__ = ["RawChatClient", "split_base_url"]
+
+_READ_SIZE = 65536
+_ERROR_BODY_LIMIT = 65536
+
+
+def split_base_url(base_url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix) of a server root; a trailing ``/v1`` is dropped."""
+    parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {base_url!r}")
+    prefix = parts.path.rstrip("/")
+    if prefix.endswith("/v1"):
+        prefix = prefix[:-3]
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname, port, prefix
+
+
+class RawChatClient:
+    """Streams ``POST /v1/chat/completions`` over one reused HTTP/1.1 connection."""
+
+    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
+        self._scheme, self._host, self._port, prefix = split_base_url(base_url)
+        self._timeout_s = timeout_s
+        default_port = 443 if self._scheme == "https" else 80
+        host_header = self._host if self._port == default_port else f"{self._host}:{self._port}"
+        auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        self._head = (
+            f"POST {prefix}/v1/chat/completions HTTP/1.1\r\nHost: {host_header}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: llmload\r\n{auth}"
+        )
+        self._sock: socket.socket | None = None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _connection(self) -> socket.socket:
+        if self._sock is not None and not _peer_closed(self._sock):
+            return self._sock
+        self.close()
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+        except socket.timeout:
+            raise RequestFailed("timeout", f"connecting to {self._host}:{self._port}") from None
+        except OSError as e:
+            raise RequestFailed("connect", f"{self._host}:{self._port}: {e.strerror or e}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
+        self._sock = sock
+        return sock
+
+    def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
+        payload = orjson.dumps(body)
+        sock = self._connection()
+        head = f"{self._head}X-Request-Id: {request_id}\r\nContent-Length: {len(payload)}\r\n\r\n"
+        keep = False
+        try:
+            sock.sendall(head.encode() + payload)
+            end_s, keep = _read_stream(sock, acc)
+            return end_s
+        except socket.timeout:
+            raise RequestFailed("timeout", f"no data for {self._timeout_s:g} s") from None
+        except ProtocolError as e:
+            raise RequestFailed("protocol", str(e)) from None
+        except OSError as e:
+            raise RequestFailed("disconnected", e.strerror or str(e)) from None
+        finally:
+            if not keep:
+                self.close()
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether a kept-alive connection was closed by the server while idle."""
+    if isinstance(sock, ssl.SSLSocket):
+        return False  # MSG_PEEK is not available on TLS sockets; a stale one fails as "disconnected"
+    timeout_s = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.settimeout(timeout_s)
+
+
+def _read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes, float]:
+    """Status, lower-cased headers, the body bytes already read, and when they arrived."""
+    buf = b""
+    while True:
+        data = sock.recv(_READ_SIZE)
+        arrived_s = time.monotonic()
+        if not data:
+            raise RequestFailed("disconnected", "connection closed before the response headers")
+        buf += data
+        head_end = buf.find(b"\r\n\r\n")
+        if head_end >= 0:
+            break
+        if len(buf) > 65536:
+            raise ProtocolError("response headers over 64 KiB")
+    lines = buf[:head_end].decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise ProtocolError(f"bad status line {lines[0][:60]!r}") from None
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, buf[head_end + 4 :], arrived_s
+
+
+def _read_stream(sock: socket.socket, acc: StreamAccumulator) -> tuple[float, bool]:
+    """Read one response, feeding its SSE events to ``acc``; (end time, connection reusable)."""
+    status, headers, data, arrived_s = _read_head(sock)
+    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+    length = None if chunked else _content_length(headers)
+    keep = headers.get("connection", "").lower() != "close" and (chunked or length is not None)
+    if status != 200:
+        raise RequestFailed(f"http_{status}", _error_body(sock, data, chunked, length))
+    decoder = ChunkedDecoder() if chunked else None
+    sse = SSEDecoder()
+    received = 0
+    recv = sock.recv
+    loads = orjson.loads
+    while True:
+        if data:
+            received += len(data)
+            body = decoder.feed(data) if decoder is not None else data
+            for event in sse.feed(body):
+                if event == b"[DONE]":
+                    acc.on_done(arrived_s)
+                    continue
+                try:
+                    chunk = loads(event)
+                except orjson.JSONDecodeError:
+                    raise ProtocolError(f"SSE data is not JSON: {event[:80]!r}") from None
+                acc.on_chunk(arrived_s, chunk)
+            if (decoder is not None and decoder.done) or (length is not None and received >= length):
+                break
+        data = recv(_READ_SIZE)
+        arrived_s = time.monotonic()
+        if not data:
+            if decoder is None and length is None:
+                break  # a close-delimited body ends here
+            raise RequestFailed("disconnected", "connection closed mid-stream")
+    if acc.done_s is None:
+        raise RequestFailed("protocol", "stream ended without data: [DONE]")
+    return acc.done_s, keep
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ProtocolError(f"bad Content-Length {value[:20]!r}") from None
+
+
+def _error_body(sock: socket.socket, data: bytes, chunked: bool, length: int | None) -> str:
+    """The start of an error response's body, for the record's error detail."""
+    decoder = ChunkedDecoder() if chunked else None
+    body = decoder.feed(data) if decoder is not None else data
+    while len(body) < _ERROR_BODY_LIMIT and not (decoder is not None and decoder.done):
+        if length is not None and len(body) >= length:
+            break
+        more = sock.recv(_READ_SIZE)
+        if not more:
+            break
+        body += decoder.feed(more) if decoder is not None else more
+    return body[:300].decode("utf-8", "replace").strip()

@@ -1,0 +1,76 @@
+"""The streaming clients, by name, and the one function that measures a request with either.
+
+    CLIENTS["raw"]     raw sockets, one monotonic stamp per socket read (the default: faster, more exact)
+    CLIENTS["openai"]  the official openai SDK (max_retries=0), one stamp per chunk it yields
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable, Protocol
+
+from llmload.records import RequestRecord
+from llmload.stream import StreamAccumulator
+
+__all__ = ["ChatClient", "RequestFailed", "CLIENTS", "make_client", "measure_request"]
+
+
+class RequestFailed(Exception):
+    """A request failed; ``category`` is the RequestRecord error category."""
+
+    def __init__(self, category: str, detail: str = "") -> None:
+        super().__init__(f"{category}: {detail}" if detail else category)
+        self.category = category
+        self.detail = detail
+
+
+class ChatClient(Protocol):
+    def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
+        """Send ``body``, feed every chunk to ``acc``; return the monotonic end time or raise RequestFailed."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _raw(base_url: str, api_key: str, timeout_s: float) -> ChatClient:
+    from llmload.client_raw import RawChatClient
+
+    return RawChatClient(base_url, api_key, timeout_s)
+
+
+def _openai(base_url: str, api_key: str, timeout_s: float) -> ChatClient:
+    from llmload.client_openai import OpenAIChatClient
+
+    return OpenAIChatClient(base_url, api_key, timeout_s)
+
+
+CLIENTS: dict[str, Callable[[str, str, float], ChatClient]] = {"raw": _raw, "openai": _openai}
+
+
+def make_client(name: str, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> ChatClient:
+    """A client from the registry; ``base_url`` is the server root (``http://host:port``)."""
+    return CLIENTS[name](base_url, api_key, timeout_s)
+
+
+def measure_request(
+    client: ChatClient,
+    body: dict[str, Any],
+    prompt_id: str,
+    on_record: Callable[[RequestRecord], None],
+) -> RequestRecord:
+    """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight."""
+    request_id = uuid.uuid4().hex
+    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic())
+    try:
+        end_s = client.stream_chat(body, request_id, acc)
+    except RequestFailed as failure:
+        record = acc.finish(time.monotonic(), failure.category, failure.detail)
+    except BaseException:
+        # Killed by the end of the run (gevent's GreenletExit) or Ctrl-C: keep what was measured.
+        on_record(acc.finish(time.monotonic(), "interrupted"))
+        raise
+    else:
+        record = acc.finish(end_s)
+    on_record(record)
+    return record

@@ -1,0 +1,43 @@
+"""The JSON body of one streamed ``/v1/chat/completions`` request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChatOptions", "chat_body"]
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """The per-run request settings every request of a run shares."""
+
+    model: str
+    effort: str = "medium"
+    """low, medium, high, or none (reasoning_effort left out)."""
+    max_tokens: int = 0
+    """0 leaves max_tokens out (the server's default)."""
+    temperature: float = 1.0
+    continuous_usage: bool = True
+    """Ask for token counts on every chunk (vLLM's stream_options.continuous_usage_stats)."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+def chat_body(options: ChatOptions, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The request body; ``extra_body`` keys are merged last, so they win."""
+    stream_options: dict[str, bool] = {"include_usage": True}
+    if options.continuous_usage:
+        stream_options["continuous_usage_stats"] = True
+    body: dict[str, Any] = {
+        "model": options.model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": stream_options,
+        "temperature": options.temperature,
+    }
+    if options.max_tokens:
+        body["max_tokens"] = options.max_tokens
+    if options.effort != "none":
+        body["reasoning_effort"] = options.effort
+    body.update(options.extra_body)
+    return body

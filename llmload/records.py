@@ -1,0 +1,70 @@
+"""The per-request record: what one streamed chat completion measured, as one JSON line.
+
+Times are seconds. ``start_monotonic_s`` is ``time.monotonic()`` (CLOCK_MONOTONIC, shared by every
+process on the machine, so the built-in target's send times can be compared with it); every other
+``*_s`` duration is relative to the request's start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records"]
+
+RECORD_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request, as measured by the client."""
+
+    request_id: str
+    prompt_id: str
+    start_unix_s: float
+    """Wall-clock start, for people and for joining with server logs."""
+    start_monotonic_s: float
+    e2e_s: float
+    """Send to the end of the stream ([DONE] or the last byte)."""
+    ttft_s: float | None
+    """Send to the first token on any channel (reasoning or final answer)."""
+    ttfvt_s: float | None
+    """Send to the first visible (final-answer) token."""
+    tpot_s: float | None
+    """vLLM's definition: (e2e - ttft) / (completion_tokens - 1)."""
+    itl_s: list[float] = field(default_factory=list)
+    """Gaps between consecutive token-bearing events."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    token_source: str = "server"
+    """Where completion_tokens came from: "server" (usage) or "stream" (counted events)."""
+    reasoning_source: str = "server"
+    """Where reasoning_tokens came from: "server", "stream" (counted), or "none"."""
+    finish_reason: str | None = None
+    answered: bool = False
+    """A visible answer arrived (non-empty delta.content)."""
+    error: str | None = None
+    """None when the request succeeded; else a category: connect, timeout, http_<code>,
+    stream_error, protocol, disconnected, interrupted."""
+    error_detail: str | None = None
+    schema_version: int = RECORD_SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json_line(self) -> bytes:
+        return orjson.dumps(self) + b"\n"
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Yield the records of a samples.jsonl file, skipping a torn last line from a killed run."""
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                return
+            yield RequestRecord(**orjson.loads(line))

@@ -1,0 +1,98 @@
+"""Chunk shapes to records: every delta shape vLLM and its peers send."""
+
+from llmload.stream import StreamAccumulator
+
+START = 100.0
+
+
+def role():
+    return {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+
+
+def delta(finish=None, usage=None, **fields):
+    chunk = {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
+
+
+def usage_chunk(prompt, completion, reasoning=None):
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return {"choices": [], "usage": usage}
+
+
+def acc():
+    return StreamAccumulator("r1", "p1", 1_700_000_000.0, START)
+
+
+def test_reasoning_then_answer_with_server_usage():
+    a = acc()
+    a.on_chunk(START + 0.100, role())
+    a.on_chunk(START + 0.100, delta(reasoning="Let"))
+    a.on_chunk(START + 0.110, delta(reasoning=" me"))
+    a.on_chunk(START + 0.130, delta(content="Hi"))
+    a.on_chunk(START + 0.140, delta(content="!", finish="stop"))
+    a.on_chunk(START + 0.141, usage_chunk(50, 4, reasoning=2))
+    a.on_done(START + 0.142)
+    r = a.finish(a.done_s)
+    assert r.ok and r.answered and r.finish_reason == "stop"
+    assert abs(r.ttft_s - 0.100) < 1e-12 and abs(r.ttfvt_s - 0.130) < 1e-12
+    assert [round(x, 6) for x in r.itl_s] == [0.010, 0.020, 0.010]
+    assert abs(r.e2e_s - 0.142) < 1e-12
+    assert abs(r.tpot_s - (0.142 - 0.100) / 3) < 1e-12
+    assert (r.prompt_tokens, r.completion_tokens, r.reasoning_tokens) == (50, 4, 2)
+    assert (r.token_source, r.reasoning_source) == ("server", "server")
+
+
+def test_older_reasoning_content_field_counts_as_reasoning():
+    a = acc()
+    a.on_chunk(START + 0.05, delta(reasoning_content="think"))
+    a.on_chunk(START + 0.06, delta(content="ok", finish="stop"))
+    a.on_done(START + 0.07)
+    r = a.finish(a.done_s)
+    assert abs(r.ttft_s - 0.05) < 1e-12
+    assert r.reasoning_tokens == 1 and r.reasoning_source == "stream"
+    assert r.completion_tokens == 2 and r.token_source == "stream"
+
+
+def test_continuous_usage_counts_bundled_reasoning_tokens_exactly():
+    a = acc()
+    u = lambda c: {"prompt_tokens": 9, "completion_tokens": c, "total_tokens": 9 + c}
+    a.on_chunk(START + 0.01, {**role(), "usage": u(0)})
+    a.on_chunk(START + 0.02, delta(reasoning="a b c", usage=u(3)))
+    a.on_chunk(START + 0.03, delta(reasoning="d", usage=u(4)))
+    a.on_chunk(START + 0.04, delta(content="x y", usage=u(6), finish="stop"))
+    a.on_chunk(START + 0.04, usage_chunk(9, 6))  # a server without reasoning_tokens in usage
+    a.on_done(START + 0.05)
+    r = a.finish(a.done_s)
+    assert r.reasoning_tokens == 4 and r.reasoning_source == "stream"
+    assert r.completion_tokens == 6 and r.token_source == "server"
+    assert len(r.itl_s) == 2
+
+
+def test_max_tokens_inside_reasoning_gives_no_answer():
+    a = acc()
+    a.on_chunk(START + 0.01, delta(reasoning="a"))
+    a.on_chunk(START + 0.02, delta(reasoning="b", finish="length"))
+    a.on_chunk(START + 0.02, usage_chunk(5, 2, reasoning=2))
+    a.on_done(START + 0.03)
+    r = a.finish(a.done_s)
+    assert r.ok and not r.answered and r.finish_reason == "length" and r.ttfvt_s is None
+
+
+def test_error_object_in_stream_makes_a_failed_record():
+    a = acc()
+    a.on_chunk(START + 0.01, delta(content="a"))
+    a.on_chunk(START + 0.02, {"error": {"message": "engine died", "type": "InternalServerError"}})
+    r = a.finish(START + 0.03)
+    assert r.error == "stream_error" and r.error_detail == "engine died"
+
+
+def test_no_token_at_all():
+    a = acc()
+    a.on_chunk(START + 0.01, role())
+    r = a.finish(START + 0.02, "disconnected", "closed")
+    assert r.ttft_s is None and r.tpot_s is None and r.itl_s == [] and r.error == "disconnected"
+    assert r.reasoning_source == "none"

@@ -1,0 +1,33 @@
+# Every target sets itself up: the first run creates .venv and installs the suite into it.
+# Settings are the suite's options as KEY=VALUE (see `python -m llmload` and llmload/options.py):
+#   make load GPU=a100 EFFORT=medium USERS=8
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The KEY=VALUE words given on make's command line, passed on as they are; llmload checks them.
+SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin $v)),'$v=$($v)'))
+
+.PHONY: load ui serve-sim test bench clean-venv
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+load: $(VENV)/.installed  ## a headless run; without HOST against the built-in target
+	$(PY) -m llmload load $(SETTINGS)
+
+ui: $(VENV)/.installed  ## Locust's web UI on 127.0.0.1:8089 with the same settings
+	$(PY) -m llmload ui $(SETTINGS)
+
+serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL, PORT
+	$(PY) -m llmload.sim --gpu $(or $(GPU),h100) --model $(or $(MODEL),gpt-oss-20b) --port $(or $(PORT),8000)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed  ## client capacity and timing error (bench/RESULTS.md)
+	$(PY) bench/client_bench.py
+
+clean-venv:
+	rm -rf $(VENV)

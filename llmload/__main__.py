@@ -1,0 +1,5 @@
+import sys
+
+from llmload.cli import main
+
+sys.exit(main())

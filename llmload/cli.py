@@ -1,0 +1,135 @@
+"""``python -m llmload``: the commands the Makefile runs.
+
+    load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json
+    ui [KEY=VALUE ...]      Locust's web UI on 127.0.0.1:8089 with the same options filled in
+    report RUN_DIR          print a finished run's result block again
+    serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
+
+Without HOST, load and ui start the built-in target for GPU and MODEL and stop it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from llmload import options as opts
+from llmload.errors import ConfigError, LoadTestError
+from llmload.preflight import probe_server, resolve_model
+from llmload.prompts import load_prompt_set
+from llmload.report import format_result
+from llmload.storage import SAMPLES_FILE, default_run_dir, read_summary
+
+__all__ = ["main"]
+
+BUILTIN_MODEL = "gpt-oss-20b"
+WEB_UI_PORT = 8089
+
+
+@contextlib.contextmanager
+def _target(options: argparse.Namespace) -> Iterator[str]:
+    """The server root to load: HOST, or a built-in target started for GPU and MODEL."""
+    if options.host:
+        yield options.host.rstrip("/")
+        return
+    from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
+
+    model = options.model or BUILTIN_MODEL
+    try:
+        lookup_profile(options.gpu, model)
+    except ProfileError as e:
+        raise ConfigError(f"{e}; or point HOST= at a real server") from None
+    process, url = start_sim(["--gpu", options.gpu, "--model", model])
+    try:
+        yield url
+    finally:
+        stop_sim(process)
+
+
+def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
+    """Locust's command line: its own flags for the options it owns, the suite's for the rest."""
+    values = {**vars(options), "host": host, "model": model, "out": str(out),
+              "continuous_usage": "on" if continuous else "off",
+              "spawn_rate": options.spawn_rate or float(options.num_users)}
+    argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
+    for o in opts.OPTIONS:
+        if o.secret:
+            continue  # passed in the environment, not on a command line that ps can read
+        argv.append(f"{o.flag}={values[o.dest]}")
+    return argv
+
+
+def _locustfile() -> Path:
+    path = Path(__file__).resolve().parents[1] / "locustfile.py"
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing; run from a checkout of the suite (pip install -e .)")
+    return path
+
+
+def _prepare(settings: Sequence[str]) -> tuple[argparse.Namespace, Path]:
+    options = opts.parse_run_args(settings)
+    load_prompt_set(options.prompts)  # a bad prompt set fails here, before any server starts
+    out = Path(options.out) if options.out else default_run_dir(options.gpu, options.model or "auto", options.effort, options.num_users)
+    if (out / SAMPLES_FILE).exists():
+        raise ConfigError(f"OUT={out} already holds a run ({SAMPLES_FILE}); choose another OUT")
+    return options, out
+
+
+def _run(settings: Sequence[str], headless: bool) -> int:
+    options, out = _prepare(settings)
+    env = {**os.environ, "OPENAI_API_KEY": opts.api_key(options)}
+    with _target(options) as host:
+        info = probe_server(host, opts.api_key(options))
+        model = resolve_model(options.model, info)
+        continuous = options.continuous_usage == "on" or (options.continuous_usage == "auto" and info.version is not None)
+        argv = _locust_argv(options, host, model, continuous, out)
+        if headless:
+            argv += ["--headless", "--csv", str(out / "locust"), "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
+        else:
+            argv += ["--web-host", "127.0.0.1", "--web-port", str(WEB_UI_PORT)]
+            print(f"Locust web UI on http://127.0.0.1:{WEB_UI_PORT} (target {host}); Ctrl-C stops it", flush=True)
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            code = subprocess.call(argv, env=env)
+        except KeyboardInterrupt:
+            code = 130
+    if not headless:
+        return 0 if code in (0, 130) else code
+    summary = read_summary(out)
+    print(format_result(summary))
+    print(f"Results: {out}/ (samples.jsonl, summary.json, locust_*.csv, locust.html)")
+    if code != 0:
+        return code
+    return 0 if summary["requests_ok"] > 0 else 1
+
+
+def _report(run_dirs: Sequence[str]) -> int:
+    for run_dir in run_dirs:
+        print(format_result(read_summary(Path(run_dir))))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command, rest = (args[0], args[1:]) if args else ("", [])
+    try:
+        if command == "load":
+            return _run(rest, headless=True)
+        if command == "ui":
+            return _run(rest, headless=False)
+        if command == "report" and rest:
+            return _report(rest)
+        if command == "serve-sim":
+            from llmload.sim.__main__ import main as sim_main
+
+            return sim_main(rest)
+    except LoadTestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,report,serve-sim} ...", file=sys.stderr)
+    return 2

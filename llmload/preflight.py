@@ -1,0 +1,69 @@
+"""Checks before any load: the server answers, serves the model asked for, and what it is."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from llmload.errors import ServerError
+
+__all__ = ["ServerInfo", "probe_server", "resolve_model"]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the target told us about itself."""
+
+    base_url: str
+    models: tuple[str, ...]
+    version: str | None
+    """vLLM's ``/version``; None when the server has none (not vLLM)."""
+
+
+def _get_json(url: str, api_key: str, timeout_s: float) -> Any:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
+        return orjson.loads(response.read())
+
+
+def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> ServerInfo:
+    """Ask ``/v1/models`` and ``/version``; ServerError names what is wrong and the fix."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        listing = _get_json(f"{root}/v1/models", api_key, timeout_s)
+    except urllib.error.HTTPError as e:
+        hint = " (set API_KEY or $OPENAI_API_KEY)" if e.code in (401, 403) else ""
+        raise ServerError(f"HOST={base_url} answered {e.code} {e.reason} to GET /v1/models{hint}") from None
+    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ServerError(f"HOST={base_url} does not answer ({reason}); start the server or fix HOST") from None
+    except orjson.JSONDecodeError:
+        raise ServerError(f"HOST={base_url} is not an OpenAI-compatible server: /v1/models is not JSON") from None
+    try:
+        models = tuple(str(m["id"]) for m in listing["data"])
+    except (KeyError, TypeError):
+        raise ServerError(f"HOST={base_url}: /v1/models has no data[].id list") from None
+    try:
+        version = str(_get_json(f"{root}/version", api_key, timeout_s)["version"])
+    except Exception:  # any failure just means "not vLLM"
+        version = None
+    return ServerInfo(root, models, version)
+
+
+def resolve_model(requested: str, info: ServerInfo) -> str:
+    """The model id to send: ``requested`` if served (a bare name matches ``org/name``), or the only one."""
+    if not requested:
+        if len(info.models) == 1:
+            return info.models[0]
+        raise ServerError(f"{info.base_url} serves {len(info.models)} models ({', '.join(info.models) or 'none'}); choose one with MODEL=")
+    if requested in info.models:
+        return requested
+    by_name = [m for m in info.models if m.rsplit("/", 1)[-1] == requested]
+    if len(by_name) == 1:
+        return by_name[0]
+    raise ServerError(f"MODEL={requested} is not served by {info.base_url}; it serves: {', '.join(info.models) or 'nothing'}")

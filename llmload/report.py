@@ -1,0 +1,70 @@
+"""The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["format_result"]
+
+_WIDTH = 50
+
+
+def _rule(title: str = "", fill: str = "-") -> str:
+    return f"{title:{fill}^{_WIDTH}}" if title else fill * _WIDTH
+
+
+def _row(label: str, value: Any, digits: int = 2) -> str:
+    if value is None:
+        text = "n/a"
+    elif isinstance(value, float):
+        text = f"{value:.{digits}f}"
+    else:
+        text = str(value)
+    return f"{label:<40}{text:<10}"
+
+
+def _latency(summary: dict[str, Any], key: str, name: str, title: str) -> list[str]:
+    d = summary[key]
+    return [
+        _rule(title),
+        _row(f"Mean {name} (ms):", d["mean"]),
+        _row(f"Median {name} (ms):", d["median"]),
+        _row(f"P90 {name} (ms):", d["p90"]),
+        _row(f"P99 {name} (ms):", d["p99"]),
+    ]
+
+
+def format_result(summary: dict[str, Any]) -> str:
+    """The block for a summary.json's contents."""
+    config = summary.get("config", {})
+    answered = summary["answered_ratio"]
+    reasoning_share = summary["reasoning_ratio"]
+    lines = [
+        _rule(" Serving Benchmark Result ", "="),
+        _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
+        _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
+             f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
+        _row("Successful requests:", summary["requests_ok"]),
+        _row("Failed requests:", summary["requests_failed"]),
+        _row("Interrupted at the end:", summary["requests_interrupted"]),
+        _row("Benchmark duration (s):", summary["duration_s"]),
+        _row("Total input tokens:", summary["prompt_tokens"]["total"]),
+        _row("Total generated tokens:", summary["output_tokens"]["total"]),
+        _row("Request throughput (req/s):", summary["rps"]),
+        _row("Output token throughput (tok/s):", summary["output_throughput_tok_s"]),
+        _row("Total token throughput (tok/s):", summary["total_throughput_tok_s"]),
+        *_latency(summary, "ttft_ms", "TTFT", "Time to First Token"),
+        *_latency(summary, "tpot_ms", "TPOT", "Time per Output Token (excl. 1st token)"),
+        *_latency(summary, "itl_ms", "ITL", "Inter-token Latency"),
+        *_latency(summary, "response_time_ms", "E2EL", "End-to-end Latency"),
+        *_latency(summary, "ttfvt_ms", "TTFVT", "Time to First Visible Token"),
+        _rule("Reasoning"),
+        _row("Mean reasoning tokens:", summary["reasoning_tokens"]["mean"], 1),
+        _row("Reasoning share of output:", None if reasoning_share is None else f"{reasoning_share:.1%}"),
+        _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
+        _row("Answers lost to max_tokens:", summary["lost_to_max_tokens"]),
+    ]
+    if summary["errors"]:
+        lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
+    lines.append(_rule(fill="="))
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""Files of a run's folder: samples.jsonl (one RequestRecord a line) and summary.json.
+
+Records are buffered in memory and appended by a background thread (a greenlet under Locust)
+once a second, and on close, so nothing measured is lost when the run ends. Nothing here
+rewrites a file that holds results.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llmload.errors import ConfigError
+from llmload.metrics import Summary
+from llmload.records import RequestRecord
+
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary"]
+
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+class SampleWriter:
+    """Appends records to a samples.jsonl, off the request path."""
+
+    def __init__(self, path: Path, flush_interval_s: float = 1.0) -> None:
+        self.path = path
+        self._pending: list[RequestRecord] = []
+        self._interval_s = flush_interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, record: RequestRecord) -> None:
+        self._pending.append(record)
+
+    def flush(self) -> None:
+        batch, self._pending = self._pending, []
+        if batch:
+            with self.path.open("ab") as f:
+                f.write(b"".join(r.to_json_line() for r in batch))
+
+    def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()
+        self._thread = threading.Thread(target=self._run, name="llmload-samples", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+
+def default_run_dir(gpu: str, model: str, effort: str, users: int) -> Path:
+    """results/<time>-<gpu>-<model>-<effort>-u<users>, the run folder when OUT is not given."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("results") / f"{stamp}-{gpu}-{model.rsplit('/', 1)[-1] or 'model'}-{effort}-u{users}"
+
+
+def fresh_run_dir(base: Path) -> Path:
+    """``base`` if it holds no samples yet, else the first free ``base-2``, ``base-3``, ..."""
+    candidate, n = base, 1
+    while (candidate / SAMPLES_FILE).exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def write_summary(run_dir: Path, summary: Summary) -> Path:
+    path = run_dir / SUMMARY_FILE
+    path.write_bytes(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    return path
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / SUMMARY_FILE
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist: the run wrote no summary") from None

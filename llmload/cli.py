@@ -23,7 +23,7 @@ from llmload.errors import ConfigError, LoadTestError
 from llmload.preflight import probe_server, resolve_model
 from llmload.prompts import load_prompt_set
 from llmload.report import format_result
-from llmload.storage import SAMPLES_FILE, default_run_dir, read_summary
+from llmload.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
 
 __all__ = ["main"]
 
@@ -89,7 +89,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         continuous = options.continuous_usage == "on" or (options.continuous_usage == "auto" and info.version is not None)
         argv = _locust_argv(options, host, model, continuous, out)
         if headless:
-            argv += ["--headless", "--csv", str(out / "locust"), "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
+            argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
         else:
             argv += ["--web-host", "127.0.0.1", "--web-port", str(WEB_UI_PORT)]
             print(f"Locust web UI on http://127.0.0.1:{WEB_UI_PORT} (target {host}); Ctrl-C stops it", flush=True)
@@ -100,6 +100,8 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             code = 130
     if not headless:
         return 0 if code in (0, 130) else code
+    if not (out / SUMMARY_FILE).exists():
+        raise LoadTestError(f"Locust exited with code {code} before writing {out / SUMMARY_FILE}; see its output above")
     summary = read_summary(out)
     print(format_result(summary))
     print(f"Results: {out}/ (samples.jsonl, summary.json, locust_*.csv, locust.html)")

@@ -8,6 +8,7 @@ into Locust's request stats.
 
 from __future__ import annotations
 
+import csv
 import logging
 import random
 from pathlib import Path
@@ -18,6 +19,7 @@ import orjson
 from flask import request as flask_request
 from locust import User, constant, events, task
 from locust.exception import StopUser
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
 from llmload.clients import RequestFailed, make_client, measure_request
@@ -108,9 +110,22 @@ class RunSession:
         self.writer.add(record)
         self.live.add(record)
 
-    def finish(self) -> None:
+    def finish(self, environment: Any) -> None:
         self.writer.close()
         write_summary(self.run_dir, summarize(read_records(self.writer.path), self.config))
+        _write_locust_csv(environment, self.run_dir)
+
+
+def _write_locust_csv(environment: Any, run_dir: Path) -> None:
+    """Locust's request and failure tables as they stand at the end of the test.
+
+    Locust's own --csv writer refreshes once a second and is closed without a last write, so it
+    misses requests that finish while in-flight streams drain; these files have them all.
+    """
+    tables = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for name, write in (("locust_stats.csv", tables.requests_csv), ("locust_failures.csv", tables.failures_csv)):
+        with (run_dir / name).open("w", newline="") as f:
+            write(csv.writer(f))
 
 
 _session: RunSession | None = None
@@ -165,9 +180,9 @@ def _on_test_start(environment: Any, **_: Any) -> None:
 
 
 @events.test_stop.add_listener
-def _on_test_stop(**_: Any) -> None:
+def _on_test_stop(environment: Any, **_: Any) -> None:
     if _session is not None:
-        _session.finish()
+        _session.finish(environment)
 
 
 @events.quitting.add_listener

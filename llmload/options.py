@@ -69,7 +69,6 @@ _BY_KEY = {o.key: o for o in OPTIONS}
 
 def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False) -> None:
     """Add the table's options to an argparse (or Locust's configargparse) parser."""
-    group = parser.add_argument_group("llmload") if hasattr(parser, "add_argument_group") else parser
     for o in OPTIONS:
         if o.locust_flag and not include_locust:
             continue
@@ -81,7 +80,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
             kwargs["include_in_web_ui"] = True
             if o.secret:
                 kwargs["is_secret"] = True
-        group.add_argument(*flags, **kwargs)
+        parser.add_argument(*flags, **kwargs)
 
 
 def settings_to_argv(settings: Sequence[str]) -> list[str]:

@@ -1,0 +1,136 @@
+"""Headless runs end to end through the CLI, Locust and the built-in target."""
+
+import csv
+import json
+import socket
+
+import pytest
+
+from conftest import run_cli
+from llmload.records import read_records
+from llmload.sim import start_sim, stop_sim
+
+SUMMARY_KEYS = {
+    "requests_ok", "requests_failed", "duration_s", "rps", "output_throughput_tok_s", "total_throughput_tok_s",
+    "answered_ratio", "response_time_ms", "ttft_ms", "ttfvt_ms", "tpot_ms", "itl_ms", "prompt_tokens",
+    "output_tokens", "reasoning_tokens", "config", "schema_version",
+}
+CONFIG_KEYS = {"host", "gpu", "model", "effort", "users", "prompts", "max_tokens", "duration_s", "client"}
+
+
+def locust_request_count(run_dir):
+    with open(run_dir / "locust_stats.csv") as f:
+        rows = {row["Name"]: row for row in csv.DictReader(f)}
+    return int(rows["Aggregated"]["Request Count"])
+
+
+@pytest.mark.parametrize("client", ["raw", "openai"])
+def test_medians_match_the_targets_fixed_timing(sim_fixed, tmp_path, client):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "USERS=4", "DURATION=4s", "MAX_TOKENS=24", "EFFORT=low",
+                   f"CLIENT={client}", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert SUMMARY_KEYS <= summary.keys() and CONFIG_KEYS <= summary["config"].keys()
+    for key in ("response_time_ms", "ttft_ms", "ttfvt_ms", "tpot_ms", "itl_ms"):
+        assert {"mean", "median", "p90", "p99", "min", "max"} <= summary[key].keys()
+    for key in ("prompt_tokens", "output_tokens", "reasoning_tokens"):
+        assert {"total", "mean", "median", "min", "max"} <= summary[key].keys()
+    assert summary["config"]["client"] == client and summary["config"]["users"] == 4
+    assert summary["requests_ok"] >= 12 and summary["requests_failed"] == 0
+    # The openai SDK spends several ms building each request before it is sent (bench/RESULTS.md).
+    ttft_tolerance_ms = 2.0 if client == "raw" else 20.0
+    assert 0.0 <= summary["ttft_ms"]["median"] - 100.0 <= ttft_tolerance_ms
+    assert abs(summary["itl_ms"]["median"] - 20.0) <= 2.0
+    assert abs(summary["tpot_ms"]["median"] - 20.0) <= 2.0
+    assert summary["output_tokens"]["max"] == 24
+    records = list(read_records(out / "samples.jsonl"))
+    assert len(records) == summary["requests_ok"] + summary["requests_failed"] + summary["requests_interrupted"]
+    # Exactly one Locust request event per completed request, and Locust saw the same requests.
+    assert locust_request_count(out) == summary["requests_ok"] + summary["requests_failed"]
+    assert "Serving Benchmark Result" in done.stdout and "Median TTFT (ms)" in done.stdout
+
+
+def test_without_host_the_built_in_target_plays_the_gpu(tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", "GPU=a100", "MODEL=gpt-oss-120b", "USERS=2", "DURATION=2s", "MAX_TOKENS=40", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["model"] == "openai/gpt-oss-120b" and summary["config"]["gpu"] == "a100"
+    assert summary["requests_ok"] >= 2
+    # The A100 profile's ITL at two running sequences is about 10.9 ms.
+    assert 9.0 < summary["itl_ms"]["median"] < 14.0
+
+
+def test_streams_cut_off_at_the_end_are_kept_as_interrupted(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "USERS=3", "DURATION=1s", "MAX_TOKENS=500", "STOP_TIMEOUT=0", f"OUT={out}")
+    assert done.returncode == 1, done.stderr[-2000:]  # nothing completed in 1 s of 10 s streams
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests_interrupted"] == 3 and summary["requests_ok"] == 0
+    records = list(read_records(out / "samples.jsonl"))
+    assert [r.error for r in records] == ["interrupted"] * 3 and all(r.ttft_s is not None for r in records)
+
+
+def test_max_tokens_inside_reasoning_counts_lost_answers(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "USERS=2", "DURATION=1s", "MAX_TOKENS=5", "EFFORT=high", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answered_ratio"] == 0.0
+    assert summary["lost_to_max_tokens"] == summary["requests_ok"] > 0
+    assert summary["finish_reasons"] == {"length": summary["requests_ok"]}
+
+
+def test_failures_are_counted_not_hidden(tmp_path):
+    process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "1", "--fail-rate", "0.5"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "USERS=2", "DURATION=2s", "MAX_TOKENS=10", f"OUT={out}")
+    finally:
+        stop_sim(process)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests_failed"] > 0 and summary["requests_ok"] > 0
+    assert set(summary["errors"]) == {"http_500"}
+    assert locust_request_count(out) == summary["requests_ok"] + summary["requests_failed"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("settings,message", [
+    (["EFFORT=ultra"], "EFFORT"),
+    (["USERS=0"], "USERS"),
+    (["GPUS=8"], "unknown setting GPUS"),
+    (["DURATION=soon"], "DURATION"),
+    (["EXTRA_BODY={oops"], "EXTRA_BODY"),
+    (["PROMPTS=/nonexistent.jsonl"], "PROMPTS"),
+    (["GPU=l4", "MODEL=gpt-oss-120b"], "l4"),
+    ([f"HOST=http://127.0.0.1:{free_port()}"], "does not answer"),
+])
+def test_bad_input_is_one_line_and_no_load(tmp_path, settings, message):
+    out = tmp_path / "run"
+    done = run_cli("load", *settings, f"OUT={out}", "DURATION=1s" if "DURATION" not in settings[0] else "USERS=1")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not (out / "samples.jsonl").exists()
+
+
+def test_a_model_the_server_does_not_serve(sim_fixed, tmp_path):
+    done = run_cli("load", f"HOST={sim_fixed}", "MODEL=llama-9000", f"OUT={tmp_path / 'run'}")
+    assert done.returncode == 2 and done.stderr.startswith("error: MODEL=llama-9000 is not served")
+    assert "openai/gpt-oss-20b" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_run_folder_is_never_overwritten(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "samples.jsonl").write_text("kept\n")
+    done = run_cli("load", f"HOST={sim_fixed}", f"OUT={out}")
+    assert done.returncode == 2 and "already holds a run" in done.stderr
+    assert (out / "samples.jsonl").read_text() == "kept\n"

@@ -2,6 +2,7 @@
 
     load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json
     ui [KEY=VALUE ...]      Locust's web UI on 127.0.0.1:8089 with the same options filled in
+    prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     report RUN_DIR          print a finished run's result block again
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
@@ -73,7 +74,7 @@ def _locustfile() -> Path:
 
 def _prepare(settings: Sequence[str]) -> tuple[argparse.Namespace, Path]:
     options = opts.parse_run_args(settings)
-    load_prompt_set(options.prompts)  # a bad prompt set fails here, before any server starts
+    load_prompt_set(options.prompts, options.seed)  # a bad prompt set fails here, before any server starts
     out = Path(options.out) if options.out else default_run_dir(options.gpu, options.model or "auto", options.effort, options.num_users)
     if (out / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={out} already holds a run ({SAMPLES_FILE}); choose another OUT")
@@ -110,6 +111,36 @@ def _run(settings: Sequence[str], headless: bool) -> int:
     return 0 if summary["requests_ok"] > 0 else 1
 
 
+def _prompts(settings: Sequence[str]) -> int:
+    import random
+
+    from llmload.preflight import tokenize_count
+    from llmload.promptsets import write_prompt_sets
+
+    options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
+    sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
+    out = Path(options.out)
+    for stats in write_prompt_sets(sizes, options.count, options.seed, Path(options.templates), out):
+        print(f"{out}/{stats.size}.jsonl: {stats.count} prompts, {stats.prompt_tokens_min}-{stats.prompt_tokens_max} tokens "
+              f"(target {stats.target_tokens}, within {stats.max_deviation_ratio:.2%}), "
+              f"mean shared prefix {stats.shared_prefix_tokens_mean:.0f} tokens")
+    if not options.verify:
+        return 0
+    key = opts.api_key(options)
+    info = probe_server(options.verify, key)
+    model = resolve_model(options.model, info)
+    mismatches = 0
+    for size in sizes:
+        prompts = load_prompt_set(str(out / f"{size}.jsonl"))
+        for prompt in random.Random(options.seed).sample(prompts, min(20, len(prompts))):
+            served = tokenize_count(info, model, prompt.messages, key)
+            if served != prompt.meta["prompt_tokens"]:
+                mismatches += 1
+                print(f"{prompt.id}: offline {prompt.meta['prompt_tokens']} tokens, {info.base_url} counts {served}")
+    print(f"VERIFY {info.base_url}: {'all counts equal' if not mismatches else f'{mismatches} counts differ'}")
+    return 1 if mismatches else 0
+
+
 def _report(run_dirs: Sequence[str]) -> int:
     for run_dir in run_dirs:
         print(format_result(read_summary(Path(run_dir))))
@@ -124,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(rest, headless=True)
         if command == "ui":
             return _run(rest, headless=False)
+        if command == "prompts":
+            return _prompts(rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "serve-sim":
@@ -133,5 +166,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadTestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,report,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,report,serve-sim} ...", file=sys.stderr)
     return 2

@@ -91,7 +91,10 @@ class RunSession:
         continuous = o.continuous_usage == "on" or (o.continuous_usage == "auto" and info.version is not None)
         self.chat = ChatOptions(model=model, effort=o.effort, max_tokens=o.max_tokens, temperature=o.temperature,
                                 continuous_usage=continuous, extra_body=opts.extra_body(o))
-        self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts)
+        self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
+        self.in_sequence = o.order == "sequence"
+        self.nonce = o.nonce == "on"
+        self._next_prompt = 0
         self.client_name = o.client
         self.timeout_s = o.request_timeout
         self.seed = o.seed
@@ -105,6 +108,14 @@ class RunSession:
         (self.run_dir / "config.json").write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats()
         self.users_started = 0
+
+    def next_prompt(self, rng: random.Random) -> Prompt:
+        """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
+        if not self.in_sequence:
+            return rng.choice(self.prompts)
+        prompt = self.prompts[self._next_prompt % len(self.prompts)]
+        self._next_prompt += 1
+        return prompt
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
@@ -153,8 +164,10 @@ class ChatUser(User):
     @task
     def chat(self) -> None:
         session = self.session
-        prompt = self.rng.choice(session.prompts)
-        record = measure_request(self.client, chat_body(session.chat, prompt.messages), prompt.id, session.add)
+        prompt = session.next_prompt(self.rng)
+        nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
+        body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
+        record = measure_request(self.client, body, prompt.id, session.add)
         self.environment.events.request.fire(
             request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
             response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},

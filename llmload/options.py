@@ -19,7 +19,7 @@ import orjson
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_run_args",
+    "Option", "OPTIONS", "PROMPT_OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_settings", "parse_run_args",
     "parse_duration_s", "validate", "api_key", "extra_body", "run_config",
 ]
 
@@ -52,6 +52,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r"),
     Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)"),
     Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: builtin or a path to a prompts JSONL file"),
+    Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
+    Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s"),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
@@ -64,12 +66,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("API_KEY", "--api-key", "api_key", "", "API key (default: $OPENAI_API_KEY)", secret=True),
 )
 
-_BY_KEY = {o.key: o for o in OPTIONS}
+PROMPT_OPTIONS: tuple[Option, ...] = (
+    Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)"),
+    Option("COUNT", "--count", "count", 5000, "prompts per set"),
+    Option("SEED", "--seed", "seed", 0, "seed; a set depends only on it, the templates and the size"),
+    Option("TEMPLATES", "--templates", "templates", "templates", "folder of task templates"),
+    Option("OUT", "--out", "out", "prompts", "folder the sets are written to"),
+    Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set"),
+    Option("MODEL", "--model", "model", "", "model named in VERIFY's /tokenize requests (empty: the one served)"),
+    Option("API_KEY", "--api-key", "api_key", "", "API key for VERIFY (default: $OPENAI_API_KEY)", secret=True),
+)
 
 
-def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False) -> None:
-    """Add the table's options to an argparse (or Locust's configargparse) parser."""
-    for o in OPTIONS:
+def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False,
+                      table: Sequence[Option] = OPTIONS) -> None:
+    """Add a table's options to an argparse (or Locust's configargparse) parser."""
+    for o in table:
         if o.locust_flag and not include_locust:
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]
@@ -83,15 +95,16 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         parser.add_argument(*flags, **kwargs)
 
 
-def settings_to_argv(settings: Sequence[str]) -> list[str]:
+def settings_to_argv(settings: Sequence[str], table: Sequence[Option] = OPTIONS) -> list[str]:
     """Turn ``KEY=VALUE`` words (as the Makefile passes them) into flags; flags pass through."""
+    by_key = {o.key: o for o in table}
     argv: list[str] = []
     for word in settings:
         key, sep, value = word.partition("=")
         if sep and not word.startswith("-") and re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
-            option = _BY_KEY.get(key)
+            option = by_key.get(key)
             if option is None:
-                raise ConfigError(f"unknown setting {key}; known settings: {', '.join(_BY_KEY)}")
+                raise ConfigError(f"unknown setting {key}; known settings: {', '.join(by_key)}")
             argv.append(f"{option.flag}={value}")
         else:
             argv.append(word)
@@ -99,21 +112,29 @@ def settings_to_argv(settings: Sequence[str]) -> list[str]:
 
 
 class _OneLineParser(argparse.ArgumentParser):
+    def __init__(self, table: Sequence[Option]) -> None:
+        super().__init__(prog="llmload", add_help=False)
+        self.table = table
+        add_suite_options(self, include_locust=True, table=table)
+
     def error(self, message: str) -> None:  # argparse would print usage and exit; we want one line
         match = re.match(r"argument ([^:]+): (.*)", message)
         if match:
             flags = set(match.group(1).split("/"))
-            for o in OPTIONS:
+            for o in self.table:
                 if flags & {o.flag, o.locust_flag}:
                     raise ConfigError(f"{o.key} (--{o.flag.lstrip('-')}): {match.group(2)}")
         raise ConfigError(message)
 
 
+def parse_settings(settings: Sequence[str], table: Sequence[Option]) -> argparse.Namespace:
+    """Parse KEY=VALUE words or flags against one option table."""
+    return _OneLineParser(table).parse_args(settings_to_argv(settings, table))
+
+
 def parse_run_args(settings: Sequence[str]) -> argparse.Namespace:
     """Parse and validate a run's settings (KEY=VALUE words or flags)."""
-    parser = _OneLineParser(prog="llmload", add_help=False)
-    add_suite_options(parser, include_locust=True)
-    namespace = parser.parse_args(settings_to_argv(settings))
+    namespace = parse_settings(settings, OPTIONS)
     validate(namespace)
     return namespace
 

@@ -12,7 +12,7 @@ import orjson
 
 from llmload.errors import ServerError
 
-__all__ = ["ServerInfo", "probe_server", "resolve_model"]
+__all__ = ["ServerInfo", "probe_server", "resolve_model", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,13 @@ class ServerInfo:
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
 
 
-def _get_json(url: str, api_key: str, timeout_s: float) -> Any:
+def _get_json(url: str, api_key: str, timeout_s: float, body: Any = None) -> Any:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
+    data = None
+    if body is not None:
+        data = orjson.dumps(body)
+        headers["Content-Type"] = "application/json"
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=timeout_s) as response:
         return orjson.loads(response.read())
 
 
@@ -67,3 +71,14 @@ def resolve_model(requested: str, info: ServerInfo) -> str:
     if len(by_name) == 1:
         return by_name[0]
     raise ServerError(f"MODEL={requested} is not served by {info.base_url}; it serves: {', '.join(info.models) or 'nothing'}")
+
+
+def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]], api_key: str = "", timeout_s: float = 30.0) -> int:
+    """The prompt length the server's ``/tokenize`` reports for a chat (its chat template applied)."""
+    try:
+        answer = _get_json(f"{info.base_url}/tokenize", api_key, timeout_s, {"model": model, "messages": messages})
+        return int(answer["count"])
+    except urllib.error.HTTPError as e:
+        raise ServerError(f"{info.base_url}/tokenize answered {e.code} {e.reason}; VERIFY needs a vLLM server") from None
+    except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError) as e:
+        raise ServerError(f"{info.base_url}/tokenize failed ({getattr(e, 'reason', e)})") from None

@@ -1,7 +1,12 @@
-"""Prompt sets: the built-in stand-in set and JSONL files of chat prompts.
+"""Prompt sets, by the PROMPTS spec: generated sets, files, ShareGPT, random, the built-in set.
 
-A prompts JSONL file has one object a line with at least ``id`` and ``messages`` (OpenAI chat
-messages); other fields (``template``, ``target_tokens``, ``prompt_tokens``) are kept.
+    2k, 4k, 8k          prompts/<size>.jsonl, written by `make prompts`
+    PATH                a prompts JSONL file: one {"id", "messages", ...} object a line
+    sharegpt:PATH[:N]   N (default 1000) ShareGPT prompts, filtered as vLLM's bench does
+    random:IN:OUT[:N]   N (default 1000) random prompts of IN tokens with OUT output tokens
+    builtin             twelve short business prompts
+
+A line's optional ``request`` object (e.g. max_tokens, ignore_eos) is merged into its requests.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import orjson
 
 from llmload.errors import PromptSetError
 
-__all__ = ["Prompt", "load_prompt_set", "BUILTIN"]
+__all__ = ["Prompt", "load_prompt_set", "BUILTIN", "GENERATED"]
 
 BUILTIN = "builtin"
+GENERATED = ("2k", "4k", "8k")
+GENERATED_DIR = Path("prompts")
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,21 @@ class Prompt:
 
     id: str
     messages: list[dict[str, str]]
+    request: dict[str, Any] = field(default_factory=dict)
+    """Body fields this prompt sets for itself (random:IN:OUT forces max_tokens and ignore_eos)."""
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _prompt(item: Any, source: str) -> Prompt:
+    if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
+        raise PromptSetError(f"{source}: not a prompt; each line needs \"messages\", a list of {{role, content}} objects")
+    if not all(isinstance(m, dict) and isinstance(m.get("content"), str) and "role" in m for m in item["messages"]):
+        raise PromptSetError(f"{source}: \"messages\" must be a list of {{role, content}} objects")
+    request = item.get("request", {})
+    if not isinstance(request, dict):
+        raise PromptSetError(f"{source}: \"request\" must be an object")
+    meta = {k: v for k, v in item.items() if k not in ("id", "messages", "request")}
+    return Prompt(str(item.get("id", source)), item["messages"], request, meta)
 
 
 def _parse_lines(lines: list[bytes], source: str) -> tuple[Prompt, ...]:
@@ -37,26 +58,43 @@ def _parse_lines(lines: list[bytes], source: str) -> tuple[Prompt, ...]:
             continue
         try:
             item = orjson.loads(line)
-            messages = item["messages"]
-            prompt_id = str(item.get("id", number))
-        except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-            raise PromptSetError(f"{source}:{number}: not a prompt line ({type(e).__name__}: {e}); each line needs \"messages\"") from None
-        if not isinstance(messages, list) or not all(isinstance(m, dict) and "content" in m for m in messages):
-            raise PromptSetError(f"{source}:{number}: \"messages\" must be a list of {{role, content}} objects")
-        meta = {k: v for k, v in item.items() if k not in ("id", "messages")}
-        prompts.append(Prompt(prompt_id, messages, meta))
+        except orjson.JSONDecodeError as e:
+            raise PromptSetError(f"{source}:{number}: not JSON ({e})") from None
+        prompts.append(_prompt(item, f"{source}:{number}"))
     if not prompts:
         raise PromptSetError(f"{source} holds no prompts")
     return tuple(prompts)
 
 
+def _count(text: str, spec: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise PromptSetError(f"PROMPTS={spec}: {text!r} is not a whole number") from None
+
+
 @lru_cache(maxsize=8)
-def load_prompt_set(spec: str) -> tuple[Prompt, ...]:
-    """The prompts named by PROMPTS: ``builtin`` or a path to a prompts JSONL file."""
+def load_prompt_set(spec: str, seed: int = 0) -> tuple[Prompt, ...]:
+    """The prompts named by a PROMPTS spec (see the module docstring)."""
+    from llmload import datasets  # lazy: it loads the tokenizer
+
     if spec == BUILTIN:
         data = resources.files("llmload").joinpath("data/builtin_prompts.jsonl").read_bytes()
         return _parse_lines(data.splitlines(), "builtin prompt set")
-    path = Path(spec)
+    kind, _, rest = spec.partition(":")
+    if kind == "sharegpt" and rest:
+        path, _, count = rest.rpartition(":") if rest.rsplit(":", 1)[-1].isdigit() else (rest, "", "1000")
+        lines = datasets.sharegpt_prompts(Path(path), _count(count, spec), seed)
+        return tuple(_prompt(line, f"{spec}:{line['id']}") for line in lines)
+    if kind == "random":
+        parts = rest.split(":")
+        if len(parts) not in (2, 3):
+            raise PromptSetError(f"PROMPTS={spec}: use random:IN:OUT or random:IN:OUT:N")
+        input_len, output_len, count = (_count(p, spec) for p in (*parts, "1000")[:3])
+        lines = datasets.random_prompts(input_len, output_len, count, seed)
+        return tuple(_prompt(line, f"{spec}:{line['id']}") for line in lines)
+    path = GENERATED_DIR / f"{spec}.jsonl" if spec in GENERATED else Path(spec)
     if not path.is_file():
-        raise PromptSetError(f"PROMPTS={spec}: no such file; use {BUILTIN} or a path to a prompts JSONL file")
+        hint = "run `make prompts` first" if spec in GENERATED else f"use 2k, 4k, 8k, {BUILTIN}, sharegpt:PATH, random:IN:OUT or a prompts JSONL path"
+        raise PromptSetError(f"PROMPTS={spec}: {path} does not exist; {hint}")
     return _parse_lines(path.read_bytes().splitlines(), str(path))

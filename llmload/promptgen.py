@@ -1,0 +1,185 @@
+"""Prompt sets from Jinja templates: N prompts at a token target, each within 1% of it.
+
+A template folder holds ``prompt.LANG.j2`` (the whole user message: shared instructions, a header
+from ``ctx``, then ``units``), ``unit.LANG.j2`` (one unit: a support message, a review, a log line)
+and ``pools.LANG.json`` (the lists ``ctx`` and each unit ``u`` are drawn from). A prompt grows by
+natural means, more units, until its count as vLLM sees it (llmload.tokens) is at the target.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import jinja2
+import orjson
+
+from llmload.errors import ConfigError
+from llmload.tokens import prompt_tokens, text_tokens
+
+__all__ = ["SIZES", "TOLERANCE", "Template", "TemplateError", "load_templates", "generate_prompt", "generate_set"]
+
+SIZES = {"2k": 2000, "4k": 4000, "8k": 8000}
+TOLERANCE = 0.01
+_BATCH = 16  # units rendered per Jinja call
+_FILL_CANDIDATES = 40  # units tried for the last slot, to land on the target
+_MAX_ADJUSTMENTS = 8
+
+
+class TemplateError(ConfigError):
+    """A template or its pools cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """One task in one language."""
+
+    name: str
+    """``task.lang``, e.g. ``support_reply.ja``."""
+    prompt: jinja2.Template
+    units: jinja2.Template
+    """The unit template inside a loop: one render makes a batch of units (Jinja's per-call cost
+    is most of a unit's)."""
+    context_pools: dict[str, list[Any]]
+    unit_pools: dict[str, list[Any]]
+    prompt_path: Path
+    unit_path: Path
+
+
+_UNIT_SEPARATOR = "\x1e"
+# No newline before the unit's text, so error line numbers stay those of unit.LANG.j2.
+_BATCH_OPEN = "{% for u in batch %}{% set i = first + loop.index0 %}"
+_BATCH_CLOSE = "\x1e{% endfor %}"
+
+
+def _compile(env: jinja2.Environment, path: Path, batch: bool = False) -> jinja2.Template:
+    source = path.read_text(encoding="utf-8")
+    try:
+        return env.from_string(f"{_BATCH_OPEN}{source}{_BATCH_CLOSE}" if batch else source)
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateError(f"{path}:{e.lineno}: {e.message}") from None
+
+
+def load_templates(root: Path) -> list[Template]:
+    """Every ``task/prompt.LANG.j2`` under ``root`` with its unit template and pools."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
+    templates = []
+    for prompt_path in sorted(root.glob("*/prompt.*.j2")):
+        lang = prompt_path.name.split(".")[1]
+        folder = prompt_path.parent
+        unit_path, pools_path = folder / f"unit.{lang}.j2", folder / f"pools.{lang}.json"
+        for needed in (unit_path, pools_path):
+            if not needed.is_file():
+                raise TemplateError(f"{needed} is missing (every prompt.LANG.j2 needs unit.LANG.j2 and pools.LANG.json)")
+        try:
+            pools = orjson.loads(pools_path.read_bytes())
+            context_pools, unit_pools = dict(pools["context"]), dict(pools["unit"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise TemplateError(f"{pools_path}: {e}; it needs {{\"context\": {{...}}, \"unit\": {{...}}}} of lists") from None
+        for key, values in {**context_pools, **unit_pools}.items():
+            if not isinstance(values, list) or not values:
+                raise TemplateError(f"{pools_path}: pool {key!r} must be a non-empty list")
+        templates.append(Template(f"{folder.name}.{lang}", _compile(env, prompt_path), _compile(env, unit_path, batch=True),
+                                  context_pools, unit_pools, prompt_path, unit_path))
+    if not templates:
+        raise TemplateError(f"{root} holds no */prompt.LANG.j2 templates")
+    return templates
+
+
+def _render(template: jinja2.Template, source: str, **variables: Any) -> str:
+    try:
+        return template.render(**variables).strip()
+    except jinja2.TemplateError as e:
+        line = _template_line(e)
+        raise TemplateError(f"{source}{f':{line}' if line else ''}: {type(e).__name__}: {e}") from None
+
+
+def _template_line(error: Exception) -> int | None:
+    """The template line a render error came from (Jinja compiles templates to <template> code)."""
+    tb = error.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _helpers(rng: random.Random) -> dict[str, Callable[..., Any]]:
+    return {"pick": rng.choice, "num": rng.randint, "chance": lambda p: rng.random() < p, "sample": rng.sample}
+
+
+def _messages(content: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": content}]
+
+
+def generate_prompt(template: Template, target_tokens: int, rng: random.Random, effort: str = "medium") -> tuple[list[dict[str, str]], int]:
+    """Messages and their exact token count, within TOLERANCE of ``target_tokens``."""
+    prompt_source, unit_source = str(template.prompt_path), str(template.unit_path)
+    helpers = _helpers(rng)
+    ctx = {key: rng.choice(values) for key, values in template.context_pools.items()}
+
+    pending: list[str] = []
+    drawn = 0
+
+    def new_unit() -> tuple[str, int]:
+        """The next unit and its tokens (with the newline that joins it); ``i`` counts units drawn."""
+        nonlocal drawn
+        if not pending:
+            batch = [{key: rng.choice(values) for key, values in template.unit_pools.items()} for _ in range(_BATCH)]
+            rendered = _render(template.units, unit_source, ctx=ctx, batch=batch, first=drawn, **helpers)
+            pending.extend(reversed([text.strip() for text in rendered.split(_UNIT_SEPARATOR)[:-1]]))
+            drawn += _BATCH
+        text = pending.pop()
+        return text, text_tokens(text + "\n")
+
+    def count(units: list[str]) -> int:
+        return prompt_tokens(_messages(_render(template.prompt, prompt_source, ctx=ctx, units=units, **helpers)), effort)
+
+    tolerance = int(target_tokens * TOLERANCE)
+    close = max(2, tolerance // 4)  # stop refining once this near
+    budget = target_tokens - count([])
+    units: list[str] = []
+    used = 0
+    while True:
+        text, size = new_unit()
+        if used + size > budget:
+            break
+        units.append(text)
+        used += size
+    best: tuple[list[str], int] | None = None
+    for _ in range(_MAX_ADJUSTMENTS):
+        total = count(units)
+        gap = target_tokens - total
+        if abs(gap) <= tolerance and (best is None or abs(gap) < abs(target_tokens - best[1])):
+            best = (list(units), total)
+        if abs(gap) <= close:
+            break
+        if gap < 0:
+            units.pop()
+            continue
+        # Add the unit, of several drawn, that best fills the gap.
+        fill = None
+        for _ in range(_FILL_CANDIDATES):
+            candidate = new_unit()
+            if fill is None or abs(gap - candidate[1]) < abs(gap - fill[1]):
+                fill = candidate
+            if abs(gap - fill[1]) <= close:
+                break
+        units.append(fill[0])
+    if best is None:
+        raise TemplateError(f"{template.name}: could not land within {TOLERANCE:.0%} of {target_tokens} tokens; its units may be too long")
+    return _messages(_render(template.prompt, prompt_source, ctx=ctx, units=best[0], **helpers)), best[1]
+
+
+def generate_set(templates: Sequence[Template], size_name: str, target_tokens: int, count: int, seed: int,
+                 start: int = 0) -> Iterator[dict[str, Any]]:
+    """Prompt lines ``start`` to ``count - 1`` of a set; each depends only on (seed, size, index)."""
+    for index in range(start, count):
+        template = templates[index % len(templates)]
+        rng = random.Random(f"{seed}:{size_name}:{index}")
+        messages, tokens = generate_prompt(template, target_tokens, rng)
+        yield {"id": f"{size_name}-{index:05d}", "template": template.name, "messages": messages,
+               "target_tokens": target_tokens, "prompt_tokens": tokens}

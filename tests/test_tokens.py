@@ -1,0 +1,58 @@
+"""Prompt token counts against an independent render: openai-harmony, the library vLLM uses for gpt-oss."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from llmload.tokens import harmony_encoding, harmony_text, o200k_base_file, prompt_tokens, text_tokens
+
+MESSAGES = [
+    [{"role": "user", "content": "Hello there, summarise this."}],
+    [{"role": "user", "content": "次の問い合わせを三行で要約してください。\n\nお客様: 商品が届きません。"}],
+    [{"role": "user", "content": ""}],
+    [{"role": "user", "content": "first"}, {"role": "assistant", "content": "reply"}, {"role": "user", "content": "  spaces\n\n\ttabs "}],
+]
+
+
+@pytest.fixture(scope="module")
+def harmony():
+    os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(o200k_base_file().parent)
+    import openai_harmony as h
+
+    return h, h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+@pytest.mark.parametrize("messages", MESSAGES)
+def test_count_equals_openai_harmony_render(harmony, messages, effort):
+    h, encoding = harmony
+    system = h.SystemContent.new().with_reasoning_effort(getattr(h.ReasoningEffort, effort.upper())).with_conversation_start_date("2026-12-02")
+    conversation = h.Conversation.from_messages(
+        [h.Message.from_role_and_content(h.Role.SYSTEM, system)]
+        + [h.Message.from_role_and_content(h.Role(m["role"]), m["content"]) for m in messages]
+    )
+    expected = encoding.render_conversation_for_completion(conversation, h.Role.ASSISTANT)
+    assert prompt_tokens(messages, effort, "2026-12-02") == len(expected)
+    assert harmony_encoding().encode(harmony_text(messages, effort, "2026-12-02"), allowed_special="all") == list(expected)
+
+
+def test_effort_and_date_do_not_change_counts():
+    counts = {prompt_tokens(MESSAGES[1], effort, date) for effort in ("low", "medium", "high", "none") for date in ("2025-01-01", "2026-12-31")}
+    assert len(counts) == 1
+
+
+def test_plain_text_counts():
+    assert text_tokens("Hello world") == 2
+    assert text_tokens("") == 0
+
+
+def test_missing_tokenizer_data_is_one_clear_error(tmp_path):
+    code = (
+        "import sys; sys.modules['bpe_openai'] = None\n"
+        "from llmload.tokens import o200k_base_file\n"
+        "try:\n    o200k_base_file()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "LLMLOAD_CACHE": str(tmp_path)})
+    assert done.stdout.startswith("TokenizerDataError o200k_base data not found") and "nothing is downloaded" in done.stdout

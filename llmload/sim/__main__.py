@@ -1,0 +1,155 @@
+"""Command line: python -m llmload.sim [--gpu h100] [--model gpt-oss-20b] [--port 0] ..."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import math
+import resource
+import signal
+import sys
+from typing import NoReturn
+
+from .engine import Engine
+from .loop import new_event_loop
+from .profiles import GPUS, MODELS, ProfileError, lookup_profile
+from .sendlog import SendLog
+from .server import SimApp
+
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    """A bad flag; reported as one line on stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one 'error: ...' line instead of usage + message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="python -m llmload.sim",
+                description="OpenAI-compatible simulator of vLLM serving gpt-oss.")
+    p.add_argument("--gpu", default="h100", help=f"GPU profile: {', '.join(GPUS)} (default h100)")
+    p.add_argument("--model", default="gpt-oss-20b",
+                   help=f"model: {', '.join(MODELS)}, optional 'openai/' prefix (default gpt-oss-20b)")
+    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default 8000)")
+    p.add_argument("--fixed-ttft-ms", type=float, default=None,
+                   help="exact time to first token after admission, replacing the model")
+    p.add_argument("--fixed-itl-ms", type=float, default=None,
+                   help="exact inter-token latency; 0 sends tokens as fast as possible")
+    p.add_argument("--speedup", type=float, default=1.0, help="divide every duration by this")
+    p.add_argument("--seed", type=int, default=0, help="seed for lengths and faults (default 0)")
+    p.add_argument("--fail-rate", type=float, default=0.0, help="fraction of requests answered 500")
+    p.add_argument("--disconnect-rate", type=float, default=0.0,
+                   help="fraction of requests whose connection is closed mid-stream")
+    p.add_argument("--send-log", default=None, metavar="PATH",
+                   help="append per-token send times of streamed requests as JSON lines")
+    return p
+
+
+def _check_host(host: str) -> None:
+    """Refuse to listen anywhere but loopback: the simulator has no authentication."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise _UsageError(f"--host must be a loopback address (127.0.0.1, ::1, localhost); got {host!r}")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Range checks argparse cannot express."""
+    _check_host(args.host)
+    if not 0 <= args.port <= 65535:
+        raise _UsageError(f"--port must be in 0..65535; got {args.port}")
+    if not (args.speedup > 0 and math.isfinite(args.speedup)):
+        raise _UsageError(f"--speedup must be a finite number > 0; got {args.speedup}")
+    for flag in ("fixed_ttft_ms", "fixed_itl_ms"):
+        value = getattr(args, flag)
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise _UsageError(f"--{flag.replace('_', '-')} must be a finite number >= 0; got {value}")
+    for flag in ("fail_rate", "disconnect_rate"):
+        value = getattr(args, flag)
+        if not 0.0 <= value <= 1.0:
+            raise _UsageError(f"--{flag.replace('_', '-')} must be in [0, 1]; got {value}")
+
+
+def _raise_fd_limit() -> None:
+    """1,000 concurrent streams need more descriptors than the common soft limit of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass  # keep the soft limit; only very high concurrency is affected
+
+
+async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:
+    """Bind, announce READY, run until SIGTERM/SIGINT."""
+    loop = asyncio.get_running_loop()
+    app = SimApp(engine, send_log)
+    try:
+        server = await loop.create_server(app.protocol, args.host, args.port, backlog=4096)
+    except OSError as e:
+        print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}",
+              file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine.start()
+    if send_log is not None:
+        send_log.start()
+    port = server.sockets[0].getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"READY http://{host}:{port}", flush=True)
+    await stop.wait()
+    server.close()
+    for conn in list(app.connections):
+        conn.abort()  # in-flight streams end now and still get their send-log line
+    await engine.close()
+    await asyncio.sleep(0)  # let the connection_lost callbacks run
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags, build the engine and serve; returns the process exit code."""
+    send_log = None
+    try:
+        args = _parser().parse_args(argv)
+        _validate(args)
+        profile = lookup_profile(args.gpu, args.model)
+        s_per_ms = 1e-3
+        engine = Engine(
+            profile, seed=args.seed, speedup=args.speedup,
+            fixed_ttft_s=None if args.fixed_ttft_ms is None else args.fixed_ttft_ms * s_per_ms,
+            fixed_itl_s=None if args.fixed_itl_ms is None else args.fixed_itl_ms * s_per_ms,
+            fail_rate=args.fail_rate, disconnect_rate=args.disconnect_rate)
+        if args.send_log is not None:
+            try:
+                send_log = SendLog(args.send_log)
+            except OSError as e:
+                raise _UsageError(f"cannot open --send-log {args.send_log!r}: {e.strerror or e}") from None
+    except (_UsageError, ProfileError) as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    _raise_fd_limit()
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(_serve(args, engine, send_log))
+    finally:
+        if send_log is not None:
+            send_log.close()  # flush at shutdown, including after SIGTERM
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Prometheus text exposition of engine state under vLLM's metric names."""
+
+from __future__ import annotations
+
+from .engine import Engine
+
+
+def metrics_text(engine: Engine, model: str) -> str:
+    """Render gauges and counters with # HELP/# TYPE lines and a model_name label."""
+    e, label = engine, f'model_name="{model}"'
+    rows = [
+        ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+         [("", e.running)]),
+        ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+         [("", e.waiting)]),
+        ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+         [("", e.kv_usage)]),
+        ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+         [("", e.prompt_tokens_total)]),
+        ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+         [("", e.generation_tokens_total)]),
+        ("vllm:request_success_total", "counter", "Count of successfully processed requests.",
+         [(f'finished_reason="{r}",', n) for r, n in e.request_success_total.items()]),
+        ("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+         [("", e.num_preemptions_total)]),
+        ("vllm:prefix_cache_queries_total", "counter",
+         "Prefix cache queries, in terms of number of queried tokens.",
+         [("", e.prefix_cache_queries_total)]),
+        ("vllm:prefix_cache_hits_total", "counter",
+         "Prefix cache hits, in terms of number of cached tokens.",
+         [("", e.prefix_cache_hits_total)]),
+    ]
+    out = []
+    for name, kind, help_text, samples in rows:
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
+        for extra, value in samples:
+            out.append(f"{name}{{{extra}{label}}} {float(value)!r}\n")
+    return "".join(out)

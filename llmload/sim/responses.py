@@ -1,0 +1,112 @@
+"""Per-request token sinks that turn engine events into HTTP responses."""
+
+from __future__ import annotations
+
+import time
+
+from .chunks import DONE_AND_END, StreamEncoder, completion_body
+from .engine import DONE, Engine, Sequence
+from .http11 import HttpConnection
+from .sendlog import SendLog
+
+
+class _Response:
+    """What stream and non-stream responses share: fault disconnects and connection events."""
+
+    def __init__(self, conn: HttpConnection, engine: Engine) -> None:
+        self.conn = conn
+        self.engine = engine
+        self.seq: Sequence | None = None  # set right after Engine.submit
+
+    def _fault_disconnect(self, seq: Sequence) -> bool:
+        """Injected fault: drop the connection once disconnect_after tokens went out."""
+        if seq.disconnect_after is None or seq.generated <= seq.disconnect_after:
+            return False
+        self.engine.cancel(seq)
+        self._finished()
+        self.conn.active = None
+        self.conn.close()
+        return True
+
+    def _finished(self) -> None:
+        """Hook for end-of-response bookkeeping."""
+
+    def on_lost(self) -> None:
+        """Client went away: stop generating and free the slot."""
+        if self.seq is not None:
+            self.engine.cancel(self.seq)
+        self._finished()
+
+    def on_pause(self) -> None:
+        """Socket buffer full: hold tokens back."""
+        if self.seq is not None:
+            self.engine.pause(self.seq)
+
+    def on_resume(self) -> None:
+        """Socket drained: continue."""
+        if self.seq is not None:
+            self.engine.resume(self.seq)
+
+
+class StreamResponse(_Response):
+    """SSE response: one pre-framed HTTP chunk per token."""
+
+    def __init__(self, conn: HttpConnection, engine: Engine, enc: StreamEncoder, request_id: str,
+                 include_usage: bool, send_log: SendLog | None) -> None:
+        super().__init__(conn, engine)
+        self.enc = enc
+        self.request_id = request_id
+        self.include_usage = include_usage
+        self.send_log = send_log
+        self.sent_s: list[float] | None = [] if send_log is not None else None
+
+    def on_token(self, seq: Sequence, due_s: float) -> None:
+        """Write this token's chunk (plus role/usage/[DONE] around the first/last)."""
+        if seq.disconnect_after is not None and self._fault_disconnect(seq):
+            return
+        transport = self.conn.transport
+        if transport.is_closing():  # peer reset; connection_lost has not run yet
+            self.engine.cancel(seq)
+            self._finished()
+            return
+        g = seq.generated
+        last = seq.state == DONE
+        chunk = self.enc.token(g, seq.reasoning_tokens, seq.finish_reason if last else None)
+        if g == 1:
+            chunk = self.enc.role() + chunk  # vLLM sends the role chunk right before token 1
+        if last:
+            if self.include_usage:
+                chunk += self.enc.usage(g, seq.reasoning_tokens)
+            chunk += DONE_AND_END
+        if self.sent_s is not None:
+            self.sent_s.append(time.monotonic())  # taken immediately before the write
+        transport.write(chunk)
+        if last:
+            self._finished()
+            self.conn.finish()
+
+    def _finished(self) -> None:
+        """Record send times once per stream (complete or not)."""
+        if self.send_log is not None and self.sent_s is not None:
+            self.send_log.add(self.request_id, self.sent_s)
+            self.sent_s = None
+
+
+class FullResponse(_Response):
+    """Non-stream response: one JSON body when the last token is due."""
+
+    def __init__(self, conn: HttpConnection, engine: Engine, chat_id: str, created: int,
+                 model: str) -> None:
+        super().__init__(conn, engine)
+        self.chat_id = chat_id
+        self.created = created
+        self.model = model
+
+    def on_token(self, seq: Sequence, due_s: float) -> None:
+        """Only the last token (or an injected disconnect) produces output."""
+        if seq.disconnect_after is not None and self._fault_disconnect(seq):
+            return
+        if seq.state == DONE:
+            self.conn.send(200, completion_body(
+                self.chat_id, self.created, self.model, seq.prompt_tokens,
+                seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason))

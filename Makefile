@@ -7,18 +7,27 @@ PY := $(VENV)/bin/python
 # The KEY=VALUE words given on make's command line, passed on as they are; llmload checks them.
 SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin $v)),'$v=$($v)'))
 
-.PHONY: load ui serve-sim test bench clean-venv
+# PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
+GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
+
+.PHONY: load ui prompts serve-sim test bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-load: $(VENV)/.installed  ## a headless run; without HOST against the built-in target
+load: $(VENV)/.installed $(GENERATED_SET)  ## a headless run; without HOST against the built-in target
 	$(PY) -m llmload load $(SETTINGS)
 
-ui: $(VENV)/.installed  ## Locust's web UI on 127.0.0.1:8089 with the same settings
+ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on 127.0.0.1:8089 with the same settings
 	$(PY) -m llmload ui $(SETTINGS)
+
+prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)
+	$(PY) -m llmload prompts $(SETTINGS)
+
+prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
+	$(PY) -m llmload prompts SIZES=$*
 
 serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL, PORT
 	$(PY) -m llmload.sim --gpu $(or $(GPU),h100) --model $(or $(MODEL),gpt-oss-20b) --port $(or $(PORT),8000)
@@ -26,8 +35,9 @@ serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODE
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.installed  ## client capacity and timing error (bench/RESULTS.md)
+bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
 	$(PY) bench/client_bench.py
+	$(PY) bench/prompts_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,27 @@
+"""Request bodies: what is sent for each option."""
+
+from llmload.payload import ChatOptions, chat_body
+from llmload.tokens import prompt_tokens
+
+MESSAGES = [{"role": "user", "content": "Summarise the thread."}]
+
+
+def test_defaults_send_effort_usage_and_leave_max_tokens_out():
+    body = chat_body(ChatOptions(model="m"), MESSAGES)
+    assert body == {"model": "m", "messages": MESSAGES, "stream": True, "temperature": 1.0, "reasoning_effort": "medium",
+                    "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def test_effort_none_and_max_tokens_and_overrides():
+    options = ChatOptions(model="m", effort="none", max_tokens=100, continuous_usage=False, extra_body={"top_p": 0.5, "max_tokens": 7})
+    body = chat_body(options, MESSAGES, request={"max_tokens": 50, "ignore_eos": True})
+    assert "reasoning_effort" not in body and body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["top_p"] == 0.5
+    assert body["max_tokens"] == 7  # run option < prompt's request < EXTRA_BODY
+
+
+def test_nonce_leads_the_first_message_and_costs_five_tokens():
+    body = chat_body(ChatOptions(model="m"), MESSAGES, nonce="123456789012")
+    assert body["messages"][0]["content"] == "123456789012\nSummarise the thread."
+    assert MESSAGES[0]["content"] == "Summarise the thread."  # the prompt set is not changed
+    assert prompt_tokens(body["messages"]) - prompt_tokens(MESSAGES) == 5

@@ -9,6 +9,7 @@ natural means, more units, until its count as vLLM sees it (llmload.tokens) is a
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -23,8 +24,8 @@ __all__ = ["SIZES", "TOLERANCE", "Template", "TemplateError", "load_templates", 
 
 SIZES = {"2k": 2000, "4k": 4000, "8k": 8000}
 TOLERANCE = 0.01
-_BATCH = 16  # units rendered per Jinja call
-_FILL_CANDIDATES = 40  # units tried for the last slot, to land on the target
+_BATCH = 8  # units rendered per Jinja call
+_FILL_CANDIDATES = 12  # units tried for the last slot, to land on the target
 _MAX_ADJUSTMENTS = 8
 
 
@@ -48,10 +49,10 @@ class Template:
     unit_path: Path
 
 
-_UNIT_SEPARATOR = "\x1e"
+_UNIT_SEPARATOR = "\x00"  # not whitespace (\x1c-\x1f are, for the "-%}" trim)
 # No newline before the unit's text, so error line numbers stay those of unit.LANG.j2.
 _BATCH_OPEN = "{% for u in batch %}{% set i = first + loop.index0 %}"
-_BATCH_CLOSE = "\x1e{% endfor %}"
+_BATCH_CLOSE = "\x00{% endfor %}"
 
 
 def _compile(env: jinja2.Environment, path: Path, batch: bool = False) -> jinja2.Template:
@@ -62,9 +63,25 @@ def _compile(env: jinja2.Environment, path: Path, batch: bool = False) -> jinja2
         raise TemplateError(f"{path}:{e.lineno}: {e.message}") from None
 
 
+class _DirectCallContext(jinja2.runtime.Context):
+    """Calls a template's functions directly unless they ask for Jinja's context.
+
+    Jinja routes every call in a template through ``Context.call``, which costs more than the
+    helpers and macros it calls; the units of an 8k prompt make thousands of such calls.
+    """
+
+    def call(__self, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
+        if getattr(__obj, "jinja_pass_arg", None) is None:
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+            return __obj(*args, **kwargs)
+        return super().call(__obj, *args, **kwargs)
+
+
 def load_templates(root: Path) -> list[Template]:
     """Every ``task/prompt.LANG.j2`` under ``root`` with its unit template and pools."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
+    env.context_class = _DirectCallContext
     templates = []
     for prompt_path in sorted(root.glob("*/prompt.*.j2")):
         lang = prompt_path.name.split(".")[1]
@@ -107,8 +124,41 @@ def _template_line(error: Exception) -> int | None:
     return line
 
 
-def _helpers(rng: random.Random) -> dict[str, Callable[..., Any]]:
-    return {"pick": rng.choice, "num": rng.randint, "chance": lambda p: rng.random() < p, "sample": rng.sample}
+_PLACEHOLDER = re.compile(r"\{(\w+)(?::(-?\d+):(-?\d+))?\}")
+
+
+class _LazyPicks(dict):
+    """A unit's pool picks, drawn on first use: a unit reads a few of its template's many pools."""
+
+    def __init__(self, pools: dict[str, list[Any]], rng: random.Random) -> None:
+        super().__init__()
+        self._pools = pools
+        self._rng = rng
+
+    def __missing__(self, key: str) -> Any:
+        if key not in self._pools:
+            raise KeyError(key)
+        value = self[key] = self._rng.choice(self._pools[key])
+        return value
+
+
+def _helpers(rng: random.Random, ctx: dict[str, Any], pools: dict[str, list[Any]]) -> dict[str, Callable[..., Any]]:
+    def fill(text: str, **values: Any) -> str:
+        """Fill ``{name}`` from ``values``, then ctx, then a pick of pool ``name``; ``{num:LO:HI}`` draws an int."""
+        def replace(match: re.Match[str]) -> str:
+            name, low, high = match.groups()
+            if low is not None:
+                return str(rng.randint(int(low), int(high)))
+            if name in values:
+                return str(values[name])
+            if name in ctx:
+                return str(ctx[name])
+            if name in pools:
+                return str(rng.choice(pools[name]))
+            raise jinja2.UndefinedError(f"fill(): no value, ctx field or pool named {name!r}")
+        return _PLACEHOLDER.sub(replace, text)
+
+    return {"pick": rng.choice, "num": rng.randint, "chance": lambda p: rng.random() < p, "sample": rng.sample, "fill": fill}
 
 
 def _messages(content: str) -> list[dict[str, str]]:
@@ -118,8 +168,8 @@ def _messages(content: str) -> list[dict[str, str]]:
 def generate_prompt(template: Template, target_tokens: int, rng: random.Random, effort: str = "medium") -> tuple[list[dict[str, str]], int]:
     """Messages and their exact token count, within TOLERANCE of ``target_tokens``."""
     prompt_source, unit_source = str(template.prompt_path), str(template.unit_path)
-    helpers = _helpers(rng)
     ctx = {key: rng.choice(values) for key, values in template.context_pools.items()}
+    helpers = _helpers(rng, ctx, {**template.context_pools, **template.unit_pools})
 
     pending: list[str] = []
     drawn = 0
@@ -128,7 +178,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
         """The next unit and its tokens (with the newline that joins it); ``i`` counts units drawn."""
         nonlocal drawn
         if not pending:
-            batch = [{key: rng.choice(values) for key, values in template.unit_pools.items()} for _ in range(_BATCH)]
+            batch = [_LazyPicks(template.unit_pools, rng) for _ in range(_BATCH)]
             rendered = _render(template.units, unit_source, ctx=ctx, batch=batch, first=drawn, **helpers)
             pending.extend(reversed([text.strip() for text in rendered.split(_UNIT_SEPARATOR)[:-1]]))
             drawn += _BATCH
@@ -139,7 +189,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
         return prompt_tokens(_messages(_render(template.prompt, prompt_source, ctx=ctx, units=units, **helpers)), effort)
 
     tolerance = int(target_tokens * TOLERANCE)
-    close = max(2, tolerance // 4)  # stop refining once this near
+    close = max(2, tolerance // 2)  # stop refining once this near
     budget = target_tokens - count([])
     units: list[str] = []
     used = 0

@@ -11,6 +11,8 @@ import signal
 import sys
 from typing import NoReturn
 
+from llmload.tokens import harmony_encoding
+
 from .engine import Engine
 from .loop import new_event_loop
 from .profiles import GPUS, MODELS, ProfileError, lookup_profile
@@ -96,6 +98,7 @@ def _raise_fd_limit() -> None:
 async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:
     """Bind, announce READY, run until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
+    harmony_encoding()  # load the tokenizer (~1 s) before READY, not inside the first request
     app = SimApp(engine, send_log)
     try:
         server = await loop.create_server(app.protocol, args.host, args.port, backlog=4096)

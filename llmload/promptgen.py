@@ -26,7 +26,7 @@ SIZES = {"2k": 2000, "4k": 4000, "8k": 8000}
 TOLERANCE = 0.01
 _BATCH = 8  # units rendered per Jinja call
 _FILL_CANDIDATES = 12  # units tried for the last slot, to land on the target
-_MAX_ADJUSTMENTS = 8
+_MAX_ADJUSTMENTS = 12
 
 
 class TemplateError(ConfigError):
@@ -185,30 +185,38 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
         text = pending.pop()
         return text, text_tokens(text + "\n")
 
-    def count(units: list[str]) -> int:
-        return prompt_tokens(_messages(_render(template.prompt, prompt_source, ctx=ctx, units=units, **helpers)), effort)
+    def render_and_count(units: list[str]) -> tuple[str, int]:
+        content = _render(template.prompt, prompt_source, ctx=ctx, units=units, **helpers)
+        return content, prompt_tokens(_messages(content), effort)
 
     tolerance = int(target_tokens * TOLERANCE)
     close = max(2, tolerance // 2)  # stop refining once this near
-    budget = target_tokens - count([])
+    empty_tokens = render_and_count([])[1]
     units: list[str] = []
-    used = 0
+    sizes: list[int] = []
     while True:
         text, size = new_unit()
-        if used + size > budget:
+        if empty_tokens + sum(sizes) + size > target_tokens:
             break
         units.append(text)
-        used += size
-    best: tuple[list[str], int] | None = None
+        sizes.append(size)
+    # Units' own counts add up to the prompt's within a token or two (BPE rarely merges across
+    # the newline between them), so steer by that sum and count the whole prompt only to confirm.
+    total, exact = empty_tokens + sum(sizes), False
+    best: tuple[str, int] | None = None
     for _ in range(_MAX_ADJUSTMENTS):
-        total = count(units)
         gap = target_tokens - total
-        if abs(gap) <= tolerance and (best is None or abs(gap) < abs(target_tokens - best[1])):
-            best = (list(units), total)
+        if exact and abs(gap) <= tolerance and (best is None or abs(gap) < abs(target_tokens - best[1])):
+            best = (content, total)
+        if abs(gap) <= tolerance and not exact:
+            content, total = render_and_count(units)
+            exact = True
+            continue
         if abs(gap) <= close:
             break
         if gap < 0:
             units.pop()
+            total, exact = total - sizes.pop(), False
             continue
         # Add the unit, of several drawn, that best fills the gap.
         fill = None
@@ -219,9 +227,11 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
             if abs(gap - fill[1]) <= close:
                 break
         units.append(fill[0])
+        sizes.append(fill[1])
+        total, exact = total + fill[1], False
     if best is None:
         raise TemplateError(f"{template.name}: could not land within {TOLERANCE:.0%} of {target_tokens} tokens; its units may be too long")
-    return _messages(_render(template.prompt, prompt_source, ctx=ctx, units=best[0], **helpers)), best[1]
+    return _messages(best[0]), best[1]
 
 
 def generate_set(templates: Sequence[Template], size_name: str, target_tokens: int, count: int, seed: int,

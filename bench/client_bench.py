@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""Client benchmark: parsing capacity and timing error of the streaming clients against the built-in target.
+
+For each client (raw, openai) and each concurrency N it runs two measurements, each with a fresh
+simulator and the client in its own worker process (gevent, socket monkey-patched, as under Locust):
+
+capacity  sim at TTFT 0 / ITL 0 (tokens as fast as it can), max_tokens 2000, ignore_eos. N greenlets
+          loop measure_request. Token events whose client arrival time falls inside the measured
+          window are counted, and divided by the worker's CPU seconds over the same window
+          (process_time; one thread under gevent, so this is events per second per core) and by the
+          window's wall time. Streams still running at the window's end count too, through the
+          "interrupted" record that measure_request keeps when the greenlet is killed: at 1,000
+          streams a 2,000-token request outlasts the window, so counting only completed requests
+          would count nothing.
+timing    sim at TTFT 50 ms / ITL 20 ms with --send-log, max_tokens 100. Ok records that started
+          and ended inside the window are joined by request_id with the send log: TTFT error =
+          client arrival of the first token event - sent_s[0]; ITL error = client gap - server gap,
+          per gap. The table gives p50 / p99 / max of the absolute errors.
+
+Greenlets are started evenly over the warm-up (a ramp, like Locust's spawn rate), so streams do not
+move in lockstep; the window starts when the warm-up ends. Each row also says how busy the client,
+the sim and the rest of the machine were (other processes, kernel work, hypervisor steal), since on
+a small machine a busy neighbour shows up as client timing error. --pin puts the sim and the client
+on separate cores; on the 2-vCPU VM this was written on that made wake-up latency worse, so it is off.
+
+    python bench/client_bench.py [--clients raw,openai] [--streams 16,256,1000] [--window-s 8]
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and "--worker" in sys.argv[1:]:
+    from gevent import monkey  # first thing in the worker: patch sockets before anything imports them
+
+    monkey.patch_all()
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the llmload beside bench/, installed or not
+
+from llmload.records import RequestRecord  # noqa: E402
+
+MODEL = "openai/gpt-oss-20b"
+EFFORT = "low"
+PROMPT_ID = "bench"
+MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
+CAPACITY_MAX_TOKENS = 2000
+TIMING_MAX_TOKENS = 100
+TIMING_TTFT_MS = 50
+TIMING_ITL_MS = 20
+SIM_CORE = 0
+CLIENT_CORE = 1
+GOAL_EVENTS_PER_CORE_S = 50_000
+GOAL_P99_ERROR_MS = 1.0
+GOAL_STREAMS = 256
+
+
+# ---- worker (runs in its own process, under gevent) --------------------------------------------
+
+
+def _raise_fd_limit() -> None:
+    """1,000 sockets need more descriptors than the common soft limit of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass  # keep the soft limit; connecting then fails loudly as "connect" errors
+
+
+def _machine_busy_s() -> tuple[float, float]:
+    """(CPU seconds busy, CPU seconds stolen by the hypervisor) over all cores since boot; 0s off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) * tick_s, steal * tick_s
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _event_times_s(record: RequestRecord) -> np.ndarray:
+    """Client monotonic arrival time of each token-bearing event of a record."""
+    if record.ttft_s is None:
+        return np.empty(0)
+    gaps_s = np.asarray(record.itl_s, dtype=float)
+    first_s = record.start_monotonic_s + record.ttft_s
+    return np.concatenate(([first_s], first_s + np.cumsum(gaps_s)))
+
+
+def run_worker(args: argparse.Namespace) -> dict[str, Any]:
+    """Ramp up N looping greenlets, measure one window, stop them; the result as a dict."""
+    import gevent
+
+    from llmload.clients import make_client, measure_request
+    from llmload.payload import ChatOptions, chat_body
+
+    _raise_fd_limit()
+    if args.pin_core is not None:
+        os.sched_setaffinity(0, {args.pin_core})
+    body = chat_body(
+        ChatOptions(model=MODEL, effort=EFFORT, max_tokens=args.max_tokens, continuous_usage=True,
+                    extra_body={"ignore_eos": True}),
+        MESSAGES,
+    )
+    records: list[RequestRecord] = []
+    setup_start_s = time.monotonic()
+    clients = [make_client(args.client, args.base_url, timeout_s=120.0) for _ in range(args.streams)]
+    setup_s = time.monotonic() - setup_start_s
+
+    def user(client: Any) -> None:
+        """A closed-loop user: one request after another."""
+        while True:
+            measure_request(client, body, PROMPT_ID, records.append)
+
+    # Timers, not a sleep-and-spawn loop: a saturated hub would delay each of N wake-ups.
+    ramp_start_s = time.monotonic()
+    greenlets = [gevent.spawn_later(args.warmup_s * i / args.streams, user, client)
+                 for i, client in enumerate(clients)]
+    gevent.sleep(max(0.0, ramp_start_s + args.warmup_s - time.monotonic()))
+
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    machine_start_s, steal_start_s = _machine_busy_s()
+    sim_start_s = _process_cpu_s(args.sim_pid)
+    window_start_s, cpu_start_s = time.monotonic(), time.process_time()
+    gevent.sleep(args.window_s)
+    cpu_end_s, window_end_s = time.process_time(), time.monotonic()
+    sim_cpu_s = _process_cpu_s(args.sim_pid) - sim_start_s
+    machine_end_s, steal_end_s = _machine_busy_s()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+
+    teardown_start_s = time.monotonic()
+    gevent.killall(greenlets, block=True, timeout=60)
+    for client in clients:
+        client.close()
+    teardown_s = time.monotonic() - teardown_start_s
+
+    events = 0
+    for record in records:
+        times_s = _event_times_s(record)
+        events += int(np.count_nonzero((times_s >= window_start_s) & (times_s < window_end_s)))
+    window_records = [r for r in records if r.start_monotonic_s >= window_start_s]
+    errors: dict[str, int] = {}
+    for r in records:
+        if r.error is not None and r.error != "interrupted":
+            errors[r.error] = errors.get(r.error, 0) + 1
+    if args.records_out:
+        with open(args.records_out, "wb") as f:
+            for r in window_records:
+                if r.ok:
+                    f.write(orjson.dumps({"request_id": r.request_id, "start_monotonic_s": r.start_monotonic_s,
+                                          "ttft_s": r.ttft_s, "itl_s": r.itl_s}) + b"\n")
+    return {
+        "client": args.client,
+        "streams": args.streams,
+        "window_start_s": window_start_s,
+        "window_s": window_end_s - window_start_s,
+        "cpu_s": cpu_end_s - cpu_start_s,
+        "sim_cpu_s": sim_cpu_s,
+        # Everything else that ran on the machine meanwhile (other processes, kernel softirq), and steal.
+        "other_cpu_s": max(0.0, machine_end_s - machine_start_s - (cpu_end_s - cpu_start_s) - sim_cpu_s),
+        "steal_s": steal_end_s - steal_start_s,
+        "events": events,
+        "ok_requests": sum(1 for r in window_records if r.ok),
+        "errors": errors,
+        "setup_s": setup_s,
+        "teardown_s": teardown_s,
+    }
+
+
+# ---- parent: one measurement = fresh sim + worker subprocess -----------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    """CPU seconds per wall second over a run's window (1.0 = one core saturated)."""
+
+    client: float
+    sim: float
+    other: float
+    """Everything else on the machine: other processes, kernel work not charged to a process."""
+    steal: float
+    """Time the hypervisor ran something else on this machine's virtual CPUs."""
+
+    @classmethod
+    def of(cls, result: dict[str, Any]) -> "Load":
+        """From a worker's result."""
+        window_s = result["window_s"]
+        return cls(result["cpu_s"] / window_s, result["sim_cpu_s"] / window_s,
+                   result["other_cpu_s"] / window_s, result["steal_s"] / window_s)
+
+    def __str__(self) -> str:
+        """client / sim / other / steal, in cores."""
+        return f"{self.client:.2f} / {self.sim:.2f} / {self.other:.2f} / {self.steal:.2f}"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity figures of one (client, streams) run."""
+
+    events_per_cpu_s: float
+    events_per_wall_s: float
+    load: Load
+    errors: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timing-error figures of one (client, streams) run; errors in milliseconds."""
+
+    ttft_abs_err_ms: np.ndarray
+    itl_abs_err_ms: np.ndarray
+    joined_requests: int
+    unjoined_requests: int
+    cpu_per_event_us: float
+    """Client CPU per token event at this realistic pace (capacity runs batch many events per read)."""
+    load: Load
+    errors: dict[str, int]
+
+
+def _pin(pid: int, core: int) -> None:
+    """Pin a process to one core when the machine has it."""
+    if core < (os.cpu_count() or 1):
+        os.sched_setaffinity(pid, {core})
+
+
+def _run_worker_process(client: str, streams: int, sim: subprocess.Popen, base_url: str, max_tokens: int,
+                        args: argparse.Namespace, records_out: str = "", profile: str = "") -> dict[str, Any]:
+    """Run this script in worker mode and parse the JSON line it prints last."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--client", client,
+               "--streams", str(streams), "--base-url", base_url, "--max-tokens", str(max_tokens),
+               "--sim-pid", str(sim.pid),
+               "--window-s", str(args.window_s), "--warmup-s", str(args.warmup_s)]
+    if records_out:
+        command += ["--records-out", records_out]
+    if profile:
+        command += ["--profile", profile]
+    if args.pin and (os.cpu_count() or 1) > CLIENT_CORE:
+        command += ["--pin-core", str(CLIENT_CORE)]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          timeout=args.warmup_s + args.window_s + 180)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"worker {client} x{streams} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return orjson.loads(lines[-1])
+
+
+def _start_sim(sim_args: list[str], pin: bool) -> tuple[subprocess.Popen, str]:
+    """A fresh simulator, pinned to its own core."""
+    from llmload.sim import start_sim
+
+    process, base_url = start_sim(sim_args)
+    if pin and (os.cpu_count() or 1) > CLIENT_CORE:
+        _pin(process.pid, SIM_CORE)
+    return process, base_url
+
+
+def measure_capacity(client: str, streams: int, args: argparse.Namespace, profile: str = "") -> Capacity:
+    """Token events per client CPU second against a sim that sends as fast as it can."""
+    from llmload.sim import stop_sim
+
+    process, base_url = _start_sim(["--fixed-ttft-ms", "0", "--fixed-itl-ms", "0"], args.pin)
+    try:
+        result = _run_worker_process(client, streams, process, base_url, CAPACITY_MAX_TOKENS, args, profile=profile)
+    finally:
+        stop_sim(process)
+    cpu_s, window_s = result["cpu_s"], result["window_s"]
+    return Capacity(result["events"] / cpu_s, result["events"] / window_s, Load.of(result), result["errors"])
+
+
+def _join(records_path: Path, send_log_path: Path) -> tuple[list[float], list[float], int, int]:
+    """(TTFT errors, ITL errors) in seconds, joined and unjoined request counts."""
+    sent: dict[str, list[float]] = {}
+    with send_log_path.open("rb") as f:
+        for line in f:
+            item = orjson.loads(line)
+            sent[item["request_id"]] = item["sent_s"]
+    ttft_err_s: list[float] = []
+    itl_err_s: list[float] = []
+    joined = unjoined = 0
+    with records_path.open("rb") as f:
+        for line in f:
+            r = orjson.loads(line)
+            sent_s = sent.get(r["request_id"])
+            if sent_s is None or r["ttft_s"] is None or len(sent_s) != len(r["itl_s"]) + 1:
+                unjoined += 1
+                continue
+            joined += 1
+            ttft_err_s.append(r["start_monotonic_s"] + r["ttft_s"] - sent_s[0])
+            server_gaps_s = np.diff(np.asarray(sent_s))
+            itl_err_s.extend((np.asarray(r["itl_s"]) - server_gaps_s).tolist())
+    return ttft_err_s, itl_err_s, joined, unjoined
+
+
+def measure_timing(client: str, streams: int, args: argparse.Namespace) -> Timing:
+    """Client arrival times against the sim's send times, joined by request id."""
+    from llmload.sim import stop_sim
+
+    with tempfile.TemporaryDirectory(prefix="client_bench_") as tmp:
+        send_log = Path(tmp) / "send.jsonl"
+        records = Path(tmp) / "records.jsonl"
+        process, base_url = _start_sim(["--fixed-ttft-ms", str(TIMING_TTFT_MS), "--fixed-itl-ms",
+                                        str(TIMING_ITL_MS), "--send-log", str(send_log)], args.pin)
+        try:
+            result = _run_worker_process(client, streams, process, base_url, TIMING_MAX_TOKENS, args, records_out=str(records))
+        finally:
+            stop_sim(process)  # flushes the send log
+        ttft_err_s, itl_err_s, joined, unjoined = _join(records, send_log)
+    return Timing(np.abs(np.asarray(ttft_err_s)) * 1e3, np.abs(np.asarray(itl_err_s)) * 1e3,
+                  joined, unjoined, result["cpu_s"] / max(1, result["events"]) * 1e6, Load.of(result),
+                  result["errors"])
+
+
+# ---- output ------------------------------------------------------------------------------------
+
+
+def _quantiles_ms(values_ms: np.ndarray) -> str:
+    """p50 / p99 / max of absolute errors, or a dash when nothing was joined."""
+    if values_ms.size == 0:
+        return "-"
+    p50, p99 = np.percentile(values_ms, [50, 99])
+    return f"{p50:.3f} / {p99:.3f} / {values_ms.max():.2f}"
+
+
+def _errors_note(errors: dict[str, int]) -> str:
+    """Failed requests of a run, if any (interrupted streams at the window's end are not failures)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(errors.items()))
+
+
+def format_table(rows: list[tuple[str, int, Capacity, Timing]]) -> str:
+    """The results as one Markdown table."""
+    out = [
+        "| client | streams | events/s per core | wall events/s | TTFT error p50 / p99 / max (ms) "
+        "| ITL error p50 / p99 / max (ms) | joined requests (ITL gaps) | client CPU per event, timing run (µs) "
+        "| cores busy, capacity run: client / sim / other / steal | cores busy, timing run | failed requests |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for client, streams, cap, tim in rows:
+        failed = "; ".join(x for x in (_errors_note(cap.errors) and f"capacity: {_errors_note(cap.errors)}",
+                                       _errors_note(tim.errors) and f"timing: {_errors_note(tim.errors)}") if x)
+        joined = f"{tim.joined_requests} ({tim.itl_abs_err_ms.size})"
+        if tim.unjoined_requests:
+            joined += f", {tim.unjoined_requests} unjoined"
+        out.append(f"| {client} | {streams} | {cap.events_per_cpu_s:,.0f} | {cap.events_per_wall_s:,.0f} "
+                   f"| {_quantiles_ms(tim.ttft_abs_err_ms)} | {_quantiles_ms(tim.itl_abs_err_ms)} "
+                   f"| {joined} | {tim.cpu_per_event_us:.1f} | {cap.load} | {tim.load} | {failed or 'none'} |")
+    return "\n".join(out)
+
+
+def goal_lines(rows: list[tuple[str, int, Capacity, Timing]]) -> list[str]:
+    """The project's goals for the raw client, met or missed."""
+    lines = []
+    raw = [(n, cap, tim) for client, n, cap, tim in rows if client == "raw"]
+    if raw:
+        worst = min(cap.events_per_cpu_s for _, cap, _ in raw)
+        verdict = "met" if worst >= GOAL_EVENTS_PER_CORE_S else "MISSED"
+        lines.append(f"Goal raw >= {GOAL_EVENTS_PER_CORE_S:,} events/s on one core: {verdict} "
+                     f"(lowest over the stream counts {worst:,.0f}).")
+    for n, _, tim in raw:
+        if n != GOAL_STREAMS:
+            continue
+        p99s = [float(np.percentile(v, 99)) if v.size else float("inf")
+                for v in (tim.ttft_abs_err_ms, tim.itl_abs_err_ms)]
+        verdict = "met" if max(p99s) <= GOAL_P99_ERROR_MS else "MISSED"
+        lines.append(f"Goal raw p99 |error| <= {GOAL_P99_ERROR_MS:g} ms at {GOAL_STREAMS} streams: {verdict} "
+                     f"(TTFT {p99s[0]:.3f} ms, ITL {p99s[1]:.3f} ms).")
+    return lines
+
+
+def _machine() -> str:
+    """nproc, CPU model and Python version."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"nproc {os.cpu_count()}, {model}, Python {platform.python_version()}"
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def _csv(text: str) -> list[str]:
+    """A comma-separated flag value as a list."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--clients", type=_csv, default=["raw", "openai"], help="clients to measure (default raw,openai)")
+    p.add_argument("--streams", type=lambda s: [int(x) for x in _csv(s)], default=[16, 256, 1000],
+                   help="concurrent streams (default 16,256,1000)")
+    p.add_argument("--window-s", type=float, default=8.0, help="measured window per run (default 8)")
+    p.add_argument("--warmup-s", type=float, default=1.0, help="ramp/warm-up before each window (default 1)")
+    p.add_argument("--pin", action="store_true",
+                   help="pin the sim to core 0 and the client to core 1 (on this VM it raises wake-up latency)")
+    p.add_argument("--profile-dir", default="",
+                   help="also write a cProfile of each capacity window to DIR/CLIENT-N.pstats "
+                        "(the profiler slows the client: figures of that run are not comparable)")
+    # Worker mode (internal): one measurement, one JSON line on stdout.
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--client", help=argparse.SUPPRESS)
+    p.add_argument("--base-url", help=argparse.SUPPRESS)
+    p.add_argument("--max-tokens", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--records-out", default="", help=argparse.SUPPRESS)
+    p.add_argument("--profile", default="", help=argparse.SUPPRESS)
+    p.add_argument("--pin-core", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--sim-pid", type=int, default=0, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every (client, streams) measurement and print the table."""
+    args = _parser().parse_args(argv)
+    if args.worker:
+        args.streams = args.streams[0]
+        sys.stdout.write(orjson.dumps(run_worker(args)).decode() + "\n")
+        return 0
+    started = datetime.datetime.now().astimezone()
+    rows = []
+    for client in args.clients:
+        for streams in args.streams:
+            profile = str(Path(args.profile_dir) / f"{client}-{streams}.pstats") if args.profile_dir else ""
+            rows.append((client, streams, measure_capacity(client, streams, args, profile),
+                         measure_timing(client, streams, args)))
+    elapsed_s = (datetime.datetime.now().astimezone() - started).total_seconds()
+    pinned = "sim on core 0, client on core 1" if args.pin and (os.cpu_count() or 1) > CLIENT_CORE else "not pinned"
+    print(format_table(rows))
+    print()
+    for line in goal_lines(rows):
+        print(line)
+    loads = [load for _, _, cap, tim in rows for load in (cap.load, tim.load)]
+    print(f"Background during the windows (not client, not sim): other CPU up to {max(x.other for x in loads):.2f} "
+          f"cores, hypervisor steal up to {max(x.steal for x in loads):.2f} cores.")
+    if args.profile_dir:
+        print(f"Capacity windows ran under cProfile ({args.profile_dir}): their events/s are not comparable.")
+    print(f"`{shlex.join(['python', *sys.argv])}` — {started:%Y-%m-%d %H:%M %Z}, {_machine()}, {pinned}, "
+          f"window {args.window_s:g} s after {args.warmup_s:g} s ramp, {elapsed_s:.0f} s in all. "
+          f"Capacity: sim TTFT 0/ITL 0, max_tokens {CAPACITY_MAX_TOKENS}; timing: sim TTFT {TIMING_TTFT_MS} ms/"
+          f"ITL {TIMING_ITL_MS} ms, max_tokens {TIMING_MAX_TOKENS}; errors are |client - sim send time|.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,7 +39,6 @@ import argparse
 import datetime
 import os
 import platform
-import resource
 import shlex
 import subprocess
 import tempfile
@@ -53,6 +52,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the llmload beside bench/, installed or not
 
+from llmload.limits import raise_fd_limit  # noqa: E402
 from llmload.records import RequestRecord  # noqa: E402
 
 MODEL = "openai/gpt-oss-20b"
@@ -71,17 +71,6 @@ GOAL_STREAMS = 256
 
 
 # ---- worker (runs in its own process, under gevent) --------------------------------------------
-
-
-def _raise_fd_limit() -> None:
-    """1,000 sockets need more descriptors than the common soft limit of 1024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else 65536
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            pass  # keep the soft limit; connecting then fails loudly as "connect" errors
 
 
 def _machine_busy_s() -> tuple[float, float]:
@@ -122,7 +111,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     from llmload.clients import make_client, measure_request
     from llmload.payload import ChatOptions, chat_body
 
-    _raise_fd_limit()
+    raise_fd_limit()
     if args.pin_core is not None:
         os.sched_setaffinity(0, {args.pin_core})
     body = chat_body(

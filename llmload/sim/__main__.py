@@ -6,11 +6,11 @@ import argparse
 import asyncio
 import ipaddress
 import math
-import resource
 import signal
 import sys
 from typing import NoReturn
 
+from llmload.limits import raise_fd_limit
 from llmload.tokens import harmony_encoding
 
 from .engine import Engine
@@ -84,17 +84,6 @@ def _validate(args: argparse.Namespace) -> None:
             raise _UsageError(f"--{flag.replace('_', '-')} must be in [0, 1]; got {value}")
 
 
-def _raise_fd_limit() -> None:
-    """1,000 concurrent streams need more descriptors than the common soft limit of 1024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else 65536
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            pass  # keep the soft limit; only very high concurrency is affected
-
-
 async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:
     """Bind, announce READY, run until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
@@ -145,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     except (_UsageError, ProfileError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    _raise_fd_limit()
+    raise_fd_limit()
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             return runner.run(_serve(args, engine, send_log))

@@ -12,57 +12,39 @@ Without HOST, load and ui start the built-in target for GPU and MODEL and stop i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
 from llmload.preflight import probe_server, resolve_model
 from llmload.prompts import load_prompt_set
 from llmload.report import format_result
+from llmload.target import target
 from llmload.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
 
 __all__ = ["main"]
 
-BUILTIN_MODEL = "gpt-oss-20b"
 WEB_UI_PORT = 8089
-
-
-@contextlib.contextmanager
-def _target(options: argparse.Namespace) -> Iterator[str]:
-    """The server root to load: HOST, or a built-in target started for GPU and MODEL."""
-    if options.host:
-        yield options.host.rstrip("/")
-        return
-    from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
-
-    model = options.model or BUILTIN_MODEL
-    try:
-        lookup_profile(options.gpu, model)
-    except ProfileError as e:
-        raise ConfigError(f"{e}; or point HOST= at a real server") from None
-    process, url = start_sim(["--gpu", options.gpu, "--model", model])
-    try:
-        yield url
-    finally:
-        stop_sim(process)
 
 
 def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
     """Locust's command line: its own flags for the options it owns, the suite's for the rest."""
     values = {**vars(options), "host": host, "model": model, "out": str(out),
               "continuous_usage": "on" if continuous else "off",
-              "spawn_rate": options.spawn_rate or float(options.num_users)}
+              "spawn_rate": options.spawn_rate or float(options.num_users),
+              "run_time": f"{opts.scaled_duration_s(options):g}s"}
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in opts.OPTIONS:
-        if o.secret:
-            continue  # passed in the environment, not on a command line that ps can read
+        if o.secret or (o.dest == "run_time" and options.requests):
+            continue  # the key goes in the environment, not on a command line that ps can read;
+            # with REQUESTS the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     return argv
+
 
 
 def _locustfile() -> Path:
@@ -84,7 +66,7 @@ def _prepare(settings: Sequence[str]) -> tuple[argparse.Namespace, Path]:
 def _run(settings: Sequence[str], headless: bool) -> int:
     options, out = _prepare(settings)
     env = {**os.environ, "OPENAI_API_KEY": opts.api_key(options)}
-    with _target(options) as host:
+    with target(options) as host:
         info = probe_server(host, opts.api_key(options))
         model = resolve_model(options.model, info)
         continuous = options.continuous_usage == "on" or (options.continuous_usage == "auto" and info.version is not None)

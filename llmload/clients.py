@@ -58,10 +58,11 @@ def measure_request(
     body: dict[str, Any],
     prompt_id: str,
     on_record: Callable[[RequestRecord], None],
+    warmup: bool = False,
 ) -> RequestRecord:
     """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight."""
     request_id = uuid.uuid4().hex
-    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic())
+    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic(), warmup)
     try:
         end_s = client.stream_chat(body, request_id, acc)
     except RequestFailed as failure:

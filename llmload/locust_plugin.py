@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from gevent.event import Event
 import orjson
 from flask import request as flask_request
 from locust import User, constant, events, task
@@ -93,6 +94,15 @@ class RunSession:
                                 continuous_usage=continuous, extra_body=opts.extra_body(o))
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
+        self.warmup_requests = o.warmup_requests
+        self.measured_budget = o.requests  # 0: no count, DURATION ends the test
+        self._tickets = 0
+        self._warmups_left = o.warmup_requests
+        self._measured_done = 0
+        self.warmed_up = Event()
+        if not self._warmups_left:
+            self.warmed_up.set()
+        self._environment = environment
         self.nonce = o.nonce == "on"
         self._next_prompt = 0
         self.client_name = o.client
@@ -116,6 +126,24 @@ class RunSession:
         prompt = self.prompts[self._next_prompt % len(self.prompts)]
         self._next_prompt += 1
         return prompt
+
+    def take_ticket(self) -> int | None:
+        """The number of the next request to send, or None once REQUESTS (and warm-ups) are all out."""
+        if self.measured_budget and self._tickets >= self.warmup_requests + self.measured_budget:
+            return None
+        self._tickets += 1
+        return self._tickets - 1
+
+    def ticket_done(self, ticket: int) -> None:
+        if ticket < self.warmup_requests:
+            self._warmups_left -= 1
+            if not self._warmups_left:
+                self.warmed_up.set()
+            return
+        self._measured_done += 1
+        if self.measured_budget and self._measured_done == self.measured_budget:
+            runner = self._environment.runner
+            gevent.spawn(runner.quit if self._environment.parsed_options.headless else runner.stop)
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
@@ -149,10 +177,10 @@ class ChatUser(User):
 
     def on_start(self) -> None:
         session = _session
-        if session is None:
-            raise StopUser()
-        session.users_started += 1
         self.session = session
+        if session is None:
+            return  # the test did not start (its error is logged); chat() stops this user
+        session.users_started += 1
         self.rng = random.Random(session.seed * 1_000_003 + session.users_started)
         self.client = make_client(session.client_name, session.host, session.api_key, session.timeout_s)
 
@@ -164,10 +192,19 @@ class ChatUser(User):
     @task
     def chat(self) -> None:
         session = self.session
+        ticket = session.take_ticket() if session is not None else None
+        if ticket is None:
+            raise StopUser()
+        warmup = ticket < session.warmup_requests
+        if not warmup:
+            session.warmed_up.wait()
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
         body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
-        record = measure_request(self.client, body, prompt.id, session.add)
+        record = measure_request(self.client, body, prompt.id, session.add, warmup)
+        session.ticket_done(ticket)
+        if warmup:
+            return  # warm-ups stay out of Locust's statistics too
         self.environment.events.request.fire(
             request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
             response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},

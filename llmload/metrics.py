@@ -120,7 +120,7 @@ def _ratio(part: float, whole: float) -> float | None:
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
     """The Summary of a run's records; ``config`` is copied in as the run's options."""
-    records = list(records)
+    records = [r for r in records if not r.warmup]
     ok = [r for r in records if r.ok]
     interrupted = sum(1 for r in records if r.error == "interrupted")
     failed = len(records) - len(ok) - interrupted

@@ -20,7 +20,7 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "OPTIONS", "PROMPT_OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_settings", "parse_run_args",
-    "parse_duration_s", "validate", "api_key", "extra_body", "run_config",
+    "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
 ]
 
 EFFORTS = ("low", "medium", "high", "none")
@@ -55,6 +55,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
+    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides"),
+    Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)"),
+    Option("SPEEDUP", "--speedup", "speedup", 1.0, "without HOST: the built-in target runs N times faster and DURATION is divided by N"),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s"),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("OUT", "--out", "out", "", "the run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>)"),
@@ -151,6 +154,11 @@ def parse_duration_s(text: str) -> float:
     return int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
 
 
+def scaled_duration_s(options: Any) -> float:
+    """DURATION in seconds, divided by SPEEDUP: the built-in target then runs that much faster."""
+    return parse_duration_s(options.run_time) / options.speedup
+
+
 def _extra_body(text: str) -> dict[str, Any]:
     if not text:
         return {}
@@ -173,6 +181,12 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError(f"MAX_TOKENS={options.max_tokens} must be 0 (left out) or more")
     if parse_duration_s(options.run_time) <= 0:
         raise ConfigError(f"DURATION={options.run_time} must be longer than 0 s")
+    if options.requests < 0 or options.warmup_requests < 0:
+        raise ConfigError("REQUESTS and WARMUP_REQUESTS must be 0 or more")
+    if not options.speedup > 0:
+        raise ConfigError(f"SPEEDUP={options.speedup:g} must be more than 0")
+    if options.speedup != 1.0 and options.host:
+        raise ConfigError("SPEEDUP only applies to the built-in target; leave it out with HOST=")
     _extra_body(options.extra_body)
 
 
@@ -189,6 +203,6 @@ def run_config(options: Any) -> dict[str, Any]:
     """The run's options as recorded in summary.json (the API key left out)."""
     config = {o.dest: getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret}
     config["users"] = config.pop("num_users")
-    config["duration_s"] = parse_duration_s(str(config["run_time"]))
+    config["duration_s"] = parse_duration_s(str(config["run_time"])) if config["run_time"] else None
     config["extra_body"] = _extra_body(config["extra_body"])
     return config

@@ -26,7 +26,7 @@ SIZES = {"2k": 2000, "4k": 4000, "8k": 8000}
 TOLERANCE = 0.01
 _BATCH = 8  # units rendered per Jinja call
 _FILL_CANDIDATES = 12  # units tried for the last slot, to land on the target
-_MAX_ADJUSTMENTS = 12
+_MAX_ADJUSTMENTS = 20
 
 
 class TemplateError(ConfigError):
@@ -204,7 +204,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
     # the newline between them), so steer by that sum and count the whole prompt only to confirm.
     total, exact = empty_tokens + sum(sizes), False
     best: tuple[str, int] | None = None
-    for _ in range(_MAX_ADJUSTMENTS):
+    for attempt in range(_MAX_ADJUSTMENTS):
         gap = target_tokens - total
         if exact and abs(gap) <= tolerance and (best is None or abs(gap) < abs(target_tokens - best[1])):
             best = (content, total)
@@ -220,7 +220,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
             continue
         # Add the unit, of several drawn, that best fills the gap.
         fill = None
-        for _ in range(_FILL_CANDIDATES):
+        for _ in range(_FILL_CANDIDATES * (1 + attempt // 2)):  # search wider when the gap is hard to fill
             candidate = new_unit()
             if fill is None or abs(gap - candidate[1]) < abs(gap - fill[1]):
                 fill = candidate

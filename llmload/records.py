@@ -51,6 +51,8 @@ class RequestRecord:
     """None when the request succeeded; else a category: connect, timeout, http_<code>,
     stream_error, protocol, disconnected, interrupted."""
     error_detail: str | None = None
+    warmup: bool = False
+    """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property

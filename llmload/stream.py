@@ -21,10 +21,12 @@ class StreamAccumulator:
     __slots__ = (
         "request_id", "prompt_id", "start_unix_s", "start_monotonic_s", "_token_times_s",
         "_first_content_s", "_reasoning_events", "_content_events", "_reasoning_usage_tokens",
-        "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error",
+        "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "warmup",
     )
 
-    def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float) -> None:
+    def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
+                 warmup: bool = False) -> None:
+        self.warmup = warmup
         self.request_id = request_id
         self.prompt_id = prompt_id
         self.start_unix_s = start_unix_s
@@ -119,4 +121,5 @@ class StreamAccumulator:
             answered=self._content_events > 0,
             error=error,
             error_detail=detail,
+            warmup=self.warmup,
         )

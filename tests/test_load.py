@@ -134,3 +134,30 @@ def test_a_run_folder_is_never_overwritten(sim_fixed, tmp_path):
     done = run_cli("load", f"HOST={sim_fixed}", f"OUT={out}")
     assert done.returncode == 2 and "already holds a run" in done.stderr
     assert (out / "samples.jsonl").read_text() == "kept\n"
+
+
+def test_a_fixed_request_count_with_warmups(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "USERS=3", "REQUESTS=7", "WARMUP_REQUESTS=2", "MAX_TOKENS=5",
+                   "ORDER=sequence", "PROMPTS=builtin", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    records = list(read_records(out / "samples.jsonl"))
+    assert summary["requests_ok"] == 7 and summary["config"]["requests"] == 7
+    assert [r.warmup for r in records].count(True) == 2 and len(records) == 9
+    # Warm-ups finish before any measured request starts.
+    last_warmup_end = max(r.start_monotonic_s + r.e2e_s for r in records if r.warmup)
+    assert all(r.start_monotonic_s >= last_warmup_end for r in records if not r.warmup)
+    assert locust_request_count(out) == 7
+    # ORDER=sequence walks the set in order, shared by the users.
+    assert [r.prompt_id for r in sorted(records, key=lambda r: r.start_monotonic_s)][:3] == ["builtin-support-0", "builtin-support-1", "builtin-support-2"]
+
+
+def test_speedup_runs_the_built_in_target_faster(tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", "GPU=l4", "USERS=2", "DURATION=20s", "SPEEDUP=10", "MAX_TOKENS=40", "EFFORT=low", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["duration_s"] < 6  # 20 s of load, 10 times faster, plus the streams' drain
+    assert 1.5 < summary["itl_ms"]["median"] < 5.0  # L4's ~31 ms at two sequences, divided by 10
+    assert summary["config"]["speedup"] == 10.0

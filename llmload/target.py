@@ -1,0 +1,32 @@
+"""The server a run loads: HOST, or the built-in target started for GPU and MODEL."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from llmload.errors import ConfigError
+
+__all__ = ["BUILTIN_MODEL", "target"]
+
+BUILTIN_MODEL = "gpt-oss-20b"
+
+
+@contextlib.contextmanager
+def target(options: Any) -> Iterator[str]:
+    """Yield the server root; a built-in target (SPEEDUP times faster) lives as long as the block."""
+    if options.host:
+        yield options.host.rstrip("/")
+        return
+    from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
+
+    model = options.model or BUILTIN_MODEL
+    try:
+        lookup_profile(options.gpu, model)
+    except ProfileError as e:
+        raise ConfigError(f"{e}; or point HOST= at a real server") from None
+    process, url = start_sim(["--gpu", options.gpu, "--model", model, "--speedup", f"{options.speedup:g}"])
+    try:
+        yield url
+    finally:
+        stop_sim(process)

@@ -52,7 +52,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the llmload beside bench/, installed or not
 
-from llmload.limits import raise_fd_limit  # noqa: E402
+from llmload.processes import raise_fd_limit  # noqa: E402
 from llmload.records import RequestRecord  # noqa: E402
 
 MODEL = "openai/gpt-oss-20b"

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
+from llmload.processes import die_with_parent
 from llmload.preflight import probe_server, resolve_model
 from llmload.prompts import load_prompt_set
 from llmload.report import format_result
@@ -78,7 +79,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             print(f"Locust web UI on http://127.0.0.1:{WEB_UI_PORT} (target {host}); Ctrl-C stops it", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         try:
-            code = subprocess.call(argv, env=env)
+            code = subprocess.call(argv, env=env, preexec_fn=die_with_parent)
         except KeyboardInterrupt:
             code = 130
     if not headless:
@@ -96,7 +97,8 @@ def _run(settings: Sequence[str], headless: bool) -> int:
 def _prompts(settings: Sequence[str]) -> int:
     import random
 
-    from llmload.preflight import tokenize_count
+    from llmload.processes import die_with_parent
+from llmload.preflight import tokenize_count
     from llmload.promptsets import write_prompt_sets
 
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)

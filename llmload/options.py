@@ -57,7 +57,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
     Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides"),
     Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)"),
-    Option("SPEEDUP", "--speedup", "speedup", 1.0, "without HOST: the built-in target runs N times faster and DURATION is divided by N"),
+    Option("SPEEDUP", "--speedup", "speedup", 1.0, "the built-in target runs N times faster (without HOST, or a HOST started with --speedup N); DURATION is divided by N"),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s"),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("OUT", "--out", "out", "", "the run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>)"),
@@ -185,8 +185,6 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError("REQUESTS and WARMUP_REQUESTS must be 0 or more")
     if not options.speedup > 0:
         raise ConfigError(f"SPEEDUP={options.speedup:g} must be more than 0")
-    if options.speedup != 1.0 and options.host:
-        raise ConfigError("SPEEDUP only applies to the built-in target; leave it out with HOST=")
     _extra_body(options.extra_body)
 
 

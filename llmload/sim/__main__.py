@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from llmload.limits import raise_fd_limit
+from llmload.processes import raise_fd_limit
 from llmload.tokens import harmony_encoding
 
 from .engine import Engine

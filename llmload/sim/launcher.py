@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from llmload.errors import ServerError
+from llmload.processes import die_with_parent
 
 READY_PREFIX = "READY "
 # Directory that contains the llmload package, so the child imports this same copy.
@@ -26,7 +27,7 @@ def start_sim(args: list[str], timeout_s: float = 20.0) -> tuple[subprocess.Pope
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "llmload.sim", *args, "--port", "0"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=die_with_parent)
     proc._sim_stderr = err  # type: ignore[attr-defined]  # kept for stop_sim/diagnostics
     deadline = time.monotonic() + timeout_s
     line = b""
@@ -48,14 +49,6 @@ def start_sim(args: list[str], timeout_s: float = 20.0) -> tuple[subprocess.Pope
         _kill(proc)
         raise ServerError(f"unexpected first line from simulator: {text!r}: {_release(proc)}")
     return proc, text[len(READY_PREFIX):]
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the parent dies, so a killed run leaves no target behind."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def stop_sim(proc: subprocess.Popen, timeout_s: float = 10.0) -> int:

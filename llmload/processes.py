@@ -1,10 +1,11 @@
-"""Process limits that many concurrent streams need."""
+"""Child processes and limits: what many streams and long sweeps need from the OS."""
 
 from __future__ import annotations
 
 import resource
+import signal
 
-__all__ = ["raise_fd_limit"]
+__all__ = ["raise_fd_limit", "die_with_parent"]
 
 
 def raise_fd_limit() -> None:
@@ -16,3 +17,11 @@ def raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError):
             pass  # keep the soft limit; only very high concurrency is affected, and fails as "connect"
+
+
+def die_with_parent() -> None:
+    """For ``preexec_fn``: the child gets SIGTERM when its parent dies, so a killed run leaves nothing running."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -1,0 +1,227 @@
+"""The server's view of a cell: vLLM's Prometheus /metrics (>= 0.10 names or older) sampled on a
+fixed grid into a JSONL series, then summarised. No /metrics (404, refused, not Prometheus text)
+means an empty series and a summary of Nones; the sampler counts failures and never raises."""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO, Sequence
+
+import orjson
+
+__all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSampler", "MetricsSummary",
+           "parse_prometheus", "read_samples", "sample_from", "summarize_samples"]
+
+METRICS_SCHEMA_VERSION = 1
+
+
+# name, optional {labels} (quoted values may hold braces, commas, escaped quotes), value; a timestamp may follow.
+_SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(\S+)')
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum each metric's samples over its label sets; skip comments, _bucket/_created and NaN."""
+    out: dict[str, float] = {}
+    for raw in text.splitlines():
+        match = _SAMPLE.match(raw.strip())
+        if match is None:  # blank, # HELP / # TYPE / comment, or not Prometheus text
+            continue
+        name, value_text = match.groups()
+        if name.endswith(("_bucket", "_created")):
+            continue
+        try:
+            value = float(value_text)
+        except ValueError:
+            continue
+        if not math.isnan(value):
+            out[name] = out.get(name, 0.0) + value
+    return out
+
+
+@dataclass(frozen=True)
+class MetricsSample:
+    """One scrape: engine gauges and cumulative counters; None where the server lacks the metric."""
+
+    t_s: float
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    prefix_cache_hit_rate: float | None = None  # old vLLM's gpu_prefix_cache_hit_rate gauge (0..1) only
+
+
+def _pick(values: dict[str, float], *names: str) -> float | None:
+    """The first of ``names`` present (a counter also without/with ``_total``); None if absent."""
+    for name in names:
+        alt = name[:-6] if name.endswith("_total") else name + "_total"
+        for key in (name, alt):
+            if key in values and math.isfinite(values[key]):
+                return values[key]
+    return None
+
+
+def sample_from(values: dict[str, float], t_s: float) -> MetricsSample:
+    """Map parsed Prometheus values (new names first, then older vLLM's) onto a MetricsSample."""
+    v = values  # short, so each mapping fits one line
+    return MetricsSample(
+        t_s=t_s,
+        running=_pick(v, "vllm:num_requests_running"),
+        waiting=_pick(v, "vllm:num_requests_waiting"),
+        kv_cache_usage=_pick(v, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        preemptions_total=_pick(v, "vllm:num_preemptions_total"),
+        prefix_cache_queries_total=_pick(v, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        prefix_cache_hits_total=_pick(v, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        prompt_tokens_total=_pick(v, "vllm:prompt_tokens_total"),
+        generation_tokens_total=_pick(v, "vllm:generation_tokens_total"),
+        prefix_cache_hit_rate=_pick(v, "vllm:gpu_prefix_cache_hit_rate"),
+    )
+
+
+class MetricsSampler:
+    """GETs {base_url}/metrics every interval_s on a daemon thread (a greenlet under gevent)."""
+
+    def __init__(self, base_url: str, path: Path, interval_s: float = 1.0, api_key: str = "",
+                 timeout_s: float = 2.0) -> None:
+        self.url, self.path = base_url.rstrip("/") + "/metrics", Path(path)
+        self.interval_s, self.timeout_s = interval_s, timeout_s
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no env proxies
+        self.failures, self.written = 0, 0
+        self.first_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._file: IO[bytes] | None = None
+        self._t0_s = 0.0
+
+    def start(self) -> None:
+        """Open ``path`` for appending and take the first sample now, then one per interval."""
+        if self._thread is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
+        except OSError as e:
+            self._fail(f"cannot open {self.path}: {e}")
+            return
+        self._t0_s = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="llmload-server-metrics", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling (an in-flight scrape may take up to timeout_s) and close the file."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout_s + 1.0)
+            self._thread = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _fail(self, reason: str) -> None:
+        self.failures += 1
+        if self.first_error is None:
+            self.first_error = " ".join(reason.split())[:300]
+
+    def _scrape(self, t_s: float) -> None:
+        try:
+            req = urllib.request.Request(self.url, headers=self._headers)
+            with self._opener.open(req, timeout=self.timeout_s) as resp:
+                body = resp.read()
+            sample = sample_from(parse_prometheus(body.decode("utf-8", "replace")), t_s)
+            if all(getattr(sample, f.name) is None for f in fields(sample) if f.name != "t_s"):
+                self._fail(f"{self.url}: no vLLM metrics in the response (not Prometheus text?)")
+                return
+            self._file.write(orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(sample)}) + b"\n")
+            self._file.flush()
+            self.written += 1
+        except urllib.error.HTTPError as e:
+            e.close()
+            self._fail(f"{self.url}: HTTP {e.code} {e.reason}")
+        except urllib.error.URLError as e:
+            self._fail(f"{self.url}: {e.reason}")
+        except Exception as e:  # noqa: BLE001 - sampling must never break a load test
+            self._fail(f"{self.url}: {type(e).__name__}: {e}")
+
+    def _run(self) -> None:
+        k = 0
+        while not self._stop.is_set():
+            self._scrape(time.monotonic() - self._t0_s)
+            # Next slot on the grid t0 + k*interval; slots already missed are skipped, not bunched.
+            k = max(k + 1, math.floor((time.monotonic() - self._t0_s) / self.interval_s) + 1)
+            if self._stop.wait(max(0.0, self._t0_s + k * self.interval_s - time.monotonic())):
+                return
+
+
+def read_samples(path: Path) -> list[MetricsSample]:
+    """The samples of a metrics JSONL file, skipping a torn last line."""
+    known = {f.name for f in fields(MetricsSample)}
+    out = []
+    with Path(path).open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            row = orjson.loads(line)
+            out.append(MetricsSample(**{k: v for k, v in row.items() if k in known}))
+    return out
+
+
+@dataclass(frozen=True)
+class MetricsSummary:
+    """Means and maxima of gauges, counter deltas and rates over a series; None where unknown."""
+
+    samples: int
+    running_mean: float | None = None
+    running_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_cache_usage_mean: float | None = None
+    kv_cache_usage_max: float | None = None
+    preemptions: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    generation_tok_s: float | None = None
+
+
+def _gauge(samples: Sequence[MetricsSample], name: str) -> tuple[float | None, float | None]:
+    xs = [x for s in samples if (x := getattr(s, name)) is not None]
+    return (sum(xs) / len(xs), max(xs)) if xs else (None, None)
+
+
+def _delta(samples: Sequence[MetricsSample], name: str) -> tuple[float | None, float]:
+    """(increase over the window, seconds it spans); a drop counts as a restart from 0."""
+    pts = [(s.t_s, x) for s in samples if (x := getattr(s, name)) is not None]
+    if len(pts) < 2:
+        return None, 0.0
+    total = sum(b - a if b >= a else b for (_, a), (_, b) in zip(pts, pts[1:]))
+    return total, pts[-1][0] - pts[0][0]
+
+
+def summarize_samples(samples: Sequence[MetricsSample]) -> MetricsSummary:
+    """Summarise a series: gauge means/maxima, counter deltas, prefix hit rate, generation tok/s."""
+    samples = sorted(samples, key=lambda s: s.t_s)
+    run, wait, kv = (_gauge(samples, n) for n in ("running", "waiting", "kv_cache_usage"))
+    hits, _ = _delta(samples, "prefix_cache_hits_total")
+    queries, _ = _delta(samples, "prefix_cache_queries_total")
+    hit_rate = hits / queries if hits is not None and queries else None
+    if hit_rate is None and queries is None:
+        hit_rate = _gauge(samples, "prefix_cache_hit_rate")[0]  # old vLLM: only the gauge
+    gen, gen_span_s = _delta(samples, "generation_tokens_total")
+    return MetricsSummary(
+        samples=len(samples), running_mean=run[0], running_max=run[1], waiting_mean=wait[0],
+        waiting_max=wait[1], kv_cache_usage_mean=kv[0], kv_cache_usage_max=kv[1],
+        preemptions=_delta(samples, "preemptions_total")[0], prefix_cache_hit_rate=hit_rate,
+        prompt_tokens=_delta(samples, "prompt_tokens_total")[0], generation_tokens=gen,
+        generation_tok_s=gen / gen_span_s if gen is not None and gen_span_s > 0 else None,
+    )

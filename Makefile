@@ -10,7 +10,7 @@ SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts serve-sim test bench clean-venv
+.PHONY: load ui prompts sweep serve-sim test bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on 127.0.0.1:8089 wi
 
 prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)
 	$(PY) -m llmload prompts $(SETTINGS)
+
+sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPEEDUP, METRICS_INTERVAL
+	$(PY) -m llmload sweep $(SETTINGS)
 
 prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
 	$(PY) -m llmload prompts SIZES=$*

@@ -3,6 +3,7 @@
     load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json
     ui [KEY=VALUE ...]      Locust's web UI on 127.0.0.1:8089 with the same options filled in
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
+    sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     report RUN_DIR          print a finished run's result block again
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
@@ -20,12 +21,12 @@ from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
-from llmload.processes import die_with_parent
 from llmload.preflight import probe_server, resolve_model
+from llmload.processes import die_with_parent
 from llmload.prompts import load_prompt_set
 from llmload.report import format_result
-from llmload.target import target
 from llmload.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
+from llmload.target import target
 
 __all__ = ["main"]
 
@@ -97,8 +98,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
 def _prompts(settings: Sequence[str]) -> int:
     import random
 
-    from llmload.processes import die_with_parent
-from llmload.preflight import tokenize_count
+    from llmload.preflight import tokenize_count
     from llmload.promptsets import write_prompt_sets
 
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
@@ -125,6 +125,18 @@ from llmload.preflight import tokenize_count
     return 1 if mismatches else 0
 
 
+def _sweep(settings: Sequence[str]) -> int:
+    from llmload.scenarios import load_scenario
+    from llmload.sweep import run_sweep
+
+    options = opts.parse_settings(settings, opts.SWEEP_OPTIONS)
+    if not options.scenario:
+        raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
+    scenario = load_scenario(Path(options.scenario))
+    out = Path(options.out) if options.out else Path("results") / scenario.name
+    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval)
+
+
 def _report(run_dirs: Sequence[str]) -> int:
     for run_dir in run_dirs:
         print(format_result(read_summary(Path(run_dir))))
@@ -141,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(rest, headless=False)
         if command == "prompts":
             return _prompts(rest)
+        if command == "sweep":
+            return _sweep(rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "serve-sim":
@@ -150,5 +164,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadTestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,report,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,report,serve-sim} ...", file=sys.stderr)
     return 2

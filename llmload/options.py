@@ -19,7 +19,7 @@ import orjson
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "OPTIONS", "PROMPT_OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_settings", "parse_run_args",
+    "Option", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_settings", "parse_run_args",
     "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
 ]
 
@@ -78,6 +78,15 @@ PROMPT_OPTIONS: tuple[Option, ...] = (
     Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set"),
     Option("MODEL", "--model", "model", "", "model named in VERIFY's /tokenize requests (empty: the one served)"),
     Option("API_KEY", "--api-key", "api_key", "", "API key for VERIFY (default: $OPENAI_API_KEY)", secret=True),
+)
+
+
+SWEEP_OPTIONS: tuple[Option, ...] = (
+    Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml"),
+    Option("HOST", "--host", "host", "", "server root; empty runs each cell against the built-in target playing its GPU and MODEL"),
+    Option("OUT", "--out", "out", "", "the sweep's folder (default results/<scenario name>); rerunning resumes it"),
+    Option("SPEEDUP", "--speedup", "speedup", 1.0, "without HOST: the built-in target runs N times faster, each cell takes DURATION/N"),
+    Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics"),
 )
 
 

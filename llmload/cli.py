@@ -13,6 +13,7 @@ Without HOST, load and ui start the built-in target for GPU and MODEL and stop i
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
     values = {**vars(options), "host": host, "model": model, "out": str(out),
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(options.num_users),
-              "run_time": f"{opts.scaled_duration_s(options):g}s"}
+              "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in opts.OPTIONS:
         if o.secret or (o.dest == "run_time" and options.requests):

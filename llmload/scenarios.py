@@ -1,0 +1,282 @@
+"""Scenarios: YAML files naming a study's load-test cells, which the sweep runs one by one.
+
+    name: h100-grid                   # optional (the file's stem); letters, digits, '.', '_', '-'
+    description: ...
+    server:                           # what the server was, recorded with every result (strings)
+      gpu: h100                       # also the GPU of every cell that sets none
+      command: "vllm serve openai/{MODEL} --async-scheduling"   # {KEY}: that cell's setting
+    defaults: {DURATION: 120s}        # settings every cell shares
+    grid:                             # cartesian product; the first axis varies slowest
+      MODEL: [gpt-oss-20b, gpt-oss-120b]
+      GPU+MODEL: [[a100, gpt-oss-120b], [l4, gpt-oss-20b]]    # settings that vary together
+    cells:                            # explicit cells after the grid's, each merged over defaults
+      - {PROMPTS: "random:128:4:1000", USERS: 1000, REQUESTS: 1000}
+
+Settings are those of ``llmload/options.py`` (plus ``SCENARIO_OPTIONS``), checked by the parser
+``python -m llmload load`` uses; prompt files are not read. ``RUNNER_KEYS`` (HOST, OUT, API_KEY,
+SPEEDUP) say where and how a sweep runs, not what it measures: they are given to the sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmload.errors import ConfigError
+from llmload.options import OPTIONS, Option, parse_duration_s, parse_run_args, parse_settings
+
+__all__ = ["Cell", "Scenario", "ScenarioError", "SCENARIO_OPTIONS", "RUNNER_KEYS", "load_scenario"]
+
+TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
+RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
+_LOAD_MODEL = (
+    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS: the maximum concurrency); 0: DURATION decides"),
+    Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent before the cell's clock starts, not measured"),
+)
+SCENARIO_OPTIONS: tuple[Option, ...] = tuple(o for o in _LOAD_MODEL if o.key not in {x.key for x in OPTIONS})
+"""The runner's load-model settings that options.OPTIONS does not define (those it defines pass to the load)."""
+_ONLY = {o.key for o in SCENARIO_OPTIONS}
+_BY_KEY = {o.key: o for o in (*OPTIONS, *SCENARIO_OPTIONS)}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ScenarioError(ConfigError):
+    """A scenario file is wrong: one line naming the file, the key, the value and what is allowed."""
+
+
+class _Bad(Exception):
+    """A mistake at one place in the file; the message starts with the place."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One load test of a scenario."""
+
+    index: int
+    settings: dict[str, str]  # KEY -> value, exactly as passed on a command line
+    key: str  # sha256 of the sorted settings as JSON, 12 hex digits: same settings, same key
+    label: str  # the settings that tell it from the scenario's other cells: gpt-oss-120b 4k high u8
+    server: dict[str, str]  # the scenario's server with this cell's {KEY} placeholders filled in
+    duration_s: float | None  # DURATION in seconds (before any SPEEDUP); None when REQUESTS decides
+
+    def load_args(self) -> list[str]:
+        """KEY=VALUE words for ``python -m llmload load`` (scenario-only settings left out)."""
+        return [f"{k}={v}" for k, v in self.settings.items() if k not in _ONLY]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded, checked scenario file."""
+
+    name: str
+    description: str
+    path: Path
+    server: dict[str, str]  # as written: {KEY} placeholders left in (each Cell has them filled)
+    cells: tuple[Cell, ...]
+
+    def duration_s_total(self) -> float | None:
+        """The sum of the cells' DURATIONs; None if any cell ends by REQUESTS instead."""
+        durations = [c.duration_s for c in self.cells]
+        return None if None in durations else sum(d for d in durations if d is not None)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _parse(settings: dict[str, str]) -> argparse.Namespace:
+    """Settings parsed as the load parses them (and by the scenario-only table); raises ConfigError."""
+    namespace = parse_run_args([f"{k}={v}" for k, v in settings.items() if k not in _ONLY])
+    extra = parse_settings([f"{k}={v}" for k, v in settings.items() if k in _ONLY], SCENARIO_OPTIONS)
+    for o in SCENARIO_OPTIONS:
+        if getattr(extra, o.dest) < 0:
+            raise ConfigError(f"{o.key}={getattr(extra, o.dest)} must be 0 or more")
+    vars(namespace).update(vars(extra))
+    return namespace
+
+
+def _setting(key: Any, value: Any, where: str) -> str:
+    """One setting's command-line text, checked on its own."""
+    if key in RUNNER_KEYS:
+        raise _Bad(f"{where}: {key} is given to the sweep (make sweep {key}=...), not written in a scenario")
+    option = _BY_KEY.get(key) if isinstance(key, str) else None
+    if option is None:
+        raise _Bad(f"{where}: unknown setting {key!r}; known settings: {', '.join(k for k in _BY_KEY if k not in RUNNER_KEYS)}")
+    if value is None:
+        raise _Bad(f"{where}: no value; write \"\" for an empty setting")
+    if isinstance(value, bool):  # YAML 1.1 reads on/off (and yes/no) as booleans
+        text = "on" if value else "off"
+    elif isinstance(value, (str, int, float)) or (key == "EXTRA_BODY" and isinstance(value, dict)):
+        text = _json(value) if isinstance(value, dict) else str(value)
+    else:
+        raise _Bad(f"{where}: {value!r} is not a single value")
+    if option.choices and text not in option.choices:
+        raise _Bad(f"{where}: {text!r} is not one of {', '.join(option.choices)}")
+    if type(option.default) is int and not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        raise _Bad(f"{where}: {text!r} is not a whole number")
+    try:
+        _parse({key: text})
+    except ConfigError as e:
+        raise _Bad(f"{where}: {e}") from None
+    return text
+
+
+def _mapping(value: Any, where: str) -> dict[Any, Any]:
+    if value is not None and not isinstance(value, dict):
+        raise _Bad(f"{where}: must be a mapping of KEY: value, not {type(value).__name__} {value!r}")
+    return value or {}
+
+
+def _server(raw: Any) -> dict[str, str]:
+    for name, value in _mapping(raw, "server").items():
+        if not isinstance(value, str):
+            raise _Bad(f"server.{name}: {value!r} is not a string; quote it (YAML reads 0.10 as 0.1)")
+        for key in _PLACEHOLDER.findall(value):
+            if key not in _BY_KEY or key in RUNNER_KEYS:
+                raise _Bad(f"server.{name}: {{{key}}} names no scenario setting")
+    return {str(name): value for name, value in _mapping(raw, "server").items()}
+
+
+def _grid(raw: Any, defaults: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """The grid's cells in order, as (where, settings over defaults)."""
+    axes: list[list[dict[str, str]]] = []
+    seen: set[str] = set()
+    for axis, values in _mapping(raw, "grid").items():
+        keys = [k.strip() for k in str(axis).split("+")]
+        for key in keys:
+            if key in defaults or key in seen:
+                place = "also set in defaults" if key in defaults else "already a grid axis"
+                raise _Bad(f"grid.{axis}: {key} is {place}; give a setting in one place")
+            seen.add(key)
+        if not isinstance(values, list):
+            raise _Bad(f"grid.{axis}: {values!r} is not a list; write [{values}], or put the one value in defaults")
+        if not values:
+            raise _Bad(f"grid.{axis}: is empty; give at least one value")
+        column = []
+        for i, value in enumerate(values):
+            if len(keys) == 1:
+                column.append({keys[0]: _setting(keys[0], value, f"grid.{axis}[{i}]")})
+            elif isinstance(value, list) and len(value) == len(keys):
+                column.append({k: _setting(k, v, f"grid.{axis}[{i}].{k}") for k, v in zip(keys, value)})
+            else:
+                raise _Bad(f"grid.{axis}[{i}]: {value!r} is not a list of {len(keys)} values ({', '.join(keys)})")
+        axes.append(column)
+    if not axes:
+        raise _Bad("grid: is empty; give at least one KEY: [values]")
+    cells = []
+    for n, combo in enumerate(itertools.product(*axes)):
+        varying = {k: v for part in combo for k, v in part.items()}
+        cells.append((f"grid cell {n} ({' '.join(f'{k}={v}' for k, v in varying.items())})", {**defaults, **varying}))
+    return cells
+
+
+def _short(key: str, value: str) -> str:
+    if key in ("USERS", "REQUESTS"):
+        return ("u" if key == "USERS" else "n") + value
+    if key == "PROMPTS":
+        kind, _, rest = value.partition(":")
+        if kind == "sharegpt":
+            count = rest.rsplit(":", 1)[-1]
+            return f"sharegpt:{count}" if ":" in rest and count.isdigit() else "sharegpt"
+        return value if kind == "random" or "/" not in value else Path(value).stem
+    if key in ("GPU", "MODEL") or (key == "EFFORT" and value != "none"):
+        return value
+    return f"{key.lower()}={value}"
+
+
+def _labels(all_settings: list[dict[str, str]]) -> list[str]:
+    """Per cell, the settings that differ between cells (all of them for a lone cell)."""
+    order = list(dict.fromkeys(k for s in all_settings for k in s))
+    varying = [k for k in order if len({s.get(k) for s in all_settings}) > 1] if len(all_settings) > 1 else order
+    return [" ".join(_short(k, s[k]) for k in varying if k in s) for s in all_settings]
+
+
+def _fill(server: dict[str, str], settings: dict[str, str], where: str) -> dict[str, str]:
+    def value(match: re.Match[str]) -> str:
+        if not settings.get(match.group(1)):
+            raise _Bad(f"server: {match.group(0)} but {where} sets no {match.group(1)}")
+        return settings[match.group(1)]
+    return {name: _PLACEHOLDER.sub(value, text) for name, text in server.items()}
+
+
+def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
+    defaults = {str(k): _setting(k, v, f"defaults.{k}") for k, v in _mapping(data.get("defaults"), "defaults").items()}
+    entries = _grid(data.get("grid"), defaults) if "grid" in data else []
+    if "cells" in data and (not isinstance(data["cells"], list) or not data["cells"]):
+        raise _Bad(f"cells: {data['cells']!r} is not a non-empty list of settings mappings")
+    for i, cell in enumerate(data.get("cells") or []):
+        own = {str(k): _setting(k, v, f"cells[{i}].{k}") for k, v in _mapping(cell, f"cells[{i}]").items()}
+        entries.append((f"cells[{i}]", {**defaults, **own}))
+    if not entries:
+        raise _Bad("no cells: give grid, cells or both")
+    gpu = server.get("gpu", "") if not _PLACEHOLDER.search(server.get("gpu", "")) else ""
+    checked: dict[str, tuple[str, dict[str, str], argparse.Namespace]] = {}
+    for where, settings in entries:
+        if gpu and settings.setdefault("GPU", gpu) != gpu:
+            raise _Bad(f"{where}: GPU {settings['GPU']!r} but server.gpu is {gpu!r}")
+        try:
+            ns = _parse(settings)
+        except ConfigError as e:
+            raise _Bad(f"{where}: {e}") from None
+        if ns.requests and "DURATION" in settings:
+            raise _Bad(f"{where}: DURATION does not apply with REQUESTS (the cell ends with its last request); leave one out")
+        if ns.requests and ns.num_users > ns.requests:
+            raise _Bad(f"{where}: USERS={ns.num_users} is more than REQUESTS={ns.requests}; at most REQUESTS are ever in flight")
+        key = hashlib.sha256(_json(settings).encode()).hexdigest()[:12]
+        if key in checked:
+            raise _Bad(f"{where}: the same settings as {checked[key][0]} (cell key {key}); each cell must differ")
+        checked[key] = (where, settings, ns)
+    labels = _labels([settings for _, settings, _ in checked.values()])
+    return tuple(Cell(i, settings, key, label, _fill(server, settings, where), None if ns.requests else parse_duration_s(ns.run_time))
+                 for i, ((key, (where, settings, ns)), label) in enumerate(zip(checked.items(), labels)))
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and check a scenario file; raises ScenarioError (one line) on any mistake in it."""
+    path = Path(path)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot be read ({e.strerror})") from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise ScenarioError(f"{path}: {f'line {mark.line + 1}: ' if mark else ''}not valid YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    try:
+        if not isinstance(data, dict):
+            raise _Bad("is empty" if data is None else f"the top level must be a mapping of {', '.join(TOP_LEVEL)}")
+        for key in (k for k in data if k not in TOP_LEVEL):
+            raise _Bad(f"unknown key {key!r} at top level; allowed: {', '.join(TOP_LEVEL)}")
+        name = data.get("name", path.stem)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+            raise _Bad(f"name: {name!r} is not a plain name (letters, digits, '.', '_', '-')")
+        description = data.get("description") or ""
+        if not isinstance(description, str):
+            raise _Bad(f"description: {description!r} is not text")
+        server = _server(data.get("server"))
+        return Scenario(name, description.strip(), path, server, _cells(data, server))
+    except _Bad as e:
+        raise ScenarioError(f"{path}: {e}") from None

@@ -1,0 +1,184 @@
+"""`make sweep`: every cell of a scenario, headless, one after another; resumable; one results table.
+
+    OUT/scenario.json          the scenario as run, and what the server said it was
+    OUT/cells.csv              one row per finished cell: its settings, its summary, its server metrics
+    OUT/cells/<key>/           a finished cell: what `load` writes, load.log, server_metrics.jsonl, cell.json
+    OUT/cells/<key>.partial-N/ a cell cut short (crash, kill, spot stop), kept as it was
+
+A cell's key is a hash of its settings, so rerunning the same command skips finished cells and
+runs again the one that was cut short. Nothing finished is rewritten; cells.csv is derived from
+the cells' own files each time a cell finishes.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from llmload import options as opts
+from llmload.errors import ConfigError
+from llmload.preflight import probe_server
+from llmload.processes import die_with_parent
+from llmload.scenarios import Cell, Scenario
+from llmload.server_metrics import MetricsSampler, read_samples, summarize_samples
+from llmload.storage import SUMMARY_FILE, read_summary
+from llmload.target import target
+
+__all__ = ["CELL_FILE", "run_sweep", "cell_row", "write_cells_csv"]
+
+CELL_FILE = "cell.json"
+CELL_SCHEMA_VERSION = 1
+_SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
+
+
+def _flatten(prefix: str, value: Any, row: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}_{key}" if prefix else key, inner, row)
+    else:
+        row[prefix] = value
+
+
+def cell_row(cell_dir: Path) -> dict[str, Any]:
+    """One cells.csv row from a finished cell's files: settings, summary, server metrics."""
+    cell = orjson.loads((cell_dir / CELL_FILE).read_bytes())
+    summary = read_summary(cell_dir)
+    row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"]}
+    row.update(cell["settings"])
+    row["server_version"] = summary["config"].get("server_version")
+    _flatten("", {k: v for k, v in summary.items() if k not in _SUMMARY_SKIP}, row)
+    _flatten("server", cell["server_metrics"], row)
+    return row
+
+
+def write_cells_csv(out: Path) -> Path:
+    """Rewrite OUT/cells.csv from every finished cell (derived data: safe to rebuild)."""
+    cells = sorted((d for d in (out / "cells").iterdir() if (d / CELL_FILE).exists()), key=lambda d: d.name)
+    rows = sorted((cell_row(d) for d in cells), key=lambda r: r["cell"])
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    path = out / "cells.csv"
+    partial = path.with_suffix(".csv.partial")
+    with partial.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    partial.replace(path)
+    return path
+
+
+def _set_aside(cell_dir: Path) -> Path | None:
+    """Move a cut-short cell out of the way (kept, never deleted); None if there is none."""
+    if not cell_dir.exists():
+        return None
+    n = 1
+    while (aside := cell_dir.with_name(f"{cell_dir.name}.partial-{n}")).exists():
+        n += 1
+    cell_dir.rename(aside)
+    return aside
+
+
+def _format_s(seconds: float) -> str:
+    minutes, s = divmod(int(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s"
+
+
+def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> float:
+    """How long a cell should take: its DURATION, or for a request count the mean of finished cells."""
+    options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"SPEEDUP={speedup:g}"])
+    if options.requests:
+        return sum(done_wall_s) / len(done_wall_s) if done_wall_s else 60.0
+    return opts.scaled_duration_s(options)
+
+
+def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float,
+              server: dict[str, str]) -> bool:
+    """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
+    settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
+    cell_dir.mkdir(parents=True)
+    sampler = MetricsSampler(host, cell_dir / "server_metrics.jsonl", metrics_interval_s)
+    sampler.start()
+    try:
+        with (cell_dir / "load.log").open("wb") as log:
+            code = subprocess.call([sys.executable, "-m", "llmload", "load", *(f"{k}={v}" for k, v in settings.items())],
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    finally:
+        sampler.stop()
+    if code != 0 or not (cell_dir / SUMMARY_FILE).exists():
+        return False
+    marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
+              "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
+              "server_metrics": asdict(summarize_samples(read_samples(cell_dir / "server_metrics.jsonl"))),
+              "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
+    partial = cell_dir / f"{CELL_FILE}.partial"
+    partial.write_bytes(orjson.dumps(marker, option=orjson.OPT_INDENT_2))
+    partial.replace(cell_dir / CELL_FILE)
+    return True
+
+
+def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
+              progress: Callable[[str], None] = print) -> int:
+    """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun)."""
+    if speedup != 1.0 and host:
+        raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    cells = list(scenario.cells)
+    _write_missing_prompt_sets(cells, progress)
+    todo = [c for c in cells if not (out / "cells" / c.key / CELL_FILE).exists()]
+    progress(f"{scenario.name}: {len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run -> {out}")
+    failed: list[Cell] = []
+    done_wall_s: list[float] = []
+    for number, cell in enumerate(todo, 1):
+        cell_dir = out / "cells" / cell.key
+        aside = _set_aside(cell_dir)
+        if aside is not None:
+            progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
+        left_s = sum(_cell_expected_s(c, speedup, done_wall_s) for c in todo[number - 1:])
+        progress(f"[{number}/{len(todo)}] cell {cell.index} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
+                 f"  (sweep time left ~{_format_s(left_s)})")
+        started_s = time.monotonic()
+        cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
+        with target(cell_options) as url:
+            reported = probe_server(url).version
+            server = {**cell.server, **({"version": reported} if reported else {})}
+            _write_scenario(out, scenario)
+            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, server)
+        done_wall_s.append(time.monotonic() - started_s)
+        if ok:
+            write_cells_csv(out)
+            summary = read_summary(cell_dir)
+            progress(f"    done in {_format_s(done_wall_s[-1])}: {summary['requests_ok']} ok, {summary['rps']:.2f} req/s, "
+                     f"median {summary['response_time_ms']['median'] or 0:.0f} ms")
+        else:
+            failed.append(cell)
+            progress(f"    FAILED (see {cell_dir / 'load.log'}); it will run again on the next sweep")
+    progress(f"{len(cells) - len(failed)} of {len(cells)} cells finished; table: {out / 'cells.csv'}")
+    return 1 if failed else 0
+
+
+def _write_missing_prompt_sets(cells: list[Cell], progress: Callable[[str], None]) -> None:
+    """Generate the 2k/4k/8k sets the cells need and prompts/ lacks, as `make load` would."""
+    from llmload.prompts import GENERATED, GENERATED_DIR
+    from llmload.promptsets import write_prompt_sets
+
+    missing = sorted({c.settings.get("PROMPTS", "") for c in cells} & set(GENERATED))
+    missing = [size for size in missing if not (GENERATED_DIR / f"{size}.jsonl").exists()]
+    if missing:
+        progress(f"writing the prompt sets the cells need: {', '.join(missing)} ({GENERATED_DIR}/)")
+        defaults = opts.parse_settings([], opts.PROMPT_OPTIONS)
+        write_prompt_sets(missing, defaults.count, defaults.seed, Path(defaults.templates), GENERATED_DIR)
+
+
+def _write_scenario(out: Path, scenario: Scenario) -> None:
+    data = {"name": scenario.name, "description": scenario.description, "path": str(scenario.path),
+            "server": scenario.server, "cells": [asdict(c) for c in scenario.cells]}
+    (out / "scenario.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))

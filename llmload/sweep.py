@@ -101,7 +101,7 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> fl
 
 
 def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float,
-              server: dict[str, str]) -> bool:
+              server: dict[str, str], tick: Callable[[float], None]) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
@@ -109,8 +109,15 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     sampler.start()
     try:
         with (cell_dir / "load.log").open("wb") as log:
-            code = subprocess.call([sys.executable, "-m", "llmload", "load", *(f"{k}={v}" for k, v in settings.items())],
-                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            started_s = time.monotonic()
+            load = subprocess.Popen([sys.executable, "-m", "llmload", "load", *(f"{k}={v}" for k, v in settings.items())],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            while True:
+                try:
+                    code = load.wait(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    tick(time.monotonic() - started_s)
     finally:
         sampler.stop()
     if code != 0 or not (cell_dir / SUMMARY_FILE).exists():
@@ -125,8 +132,20 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     return True
 
 
+def _bar(fraction: float, width: int = 24) -> str:
+    filled = int(min(1.0, fraction) * width)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _terminal_line(text: str) -> None:
+    """Redraw one status line on a terminal; nothing when output goes to a file or a pipe."""
+    if sys.stdout.isatty():
+        sys.stdout.write(f"\r\x1b[2K{text}")
+        sys.stdout.flush()
+
+
 def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
-              progress: Callable[[str], None] = print) -> int:
+              progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line) -> int:
     """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun)."""
     if speedup != 1.0 and host:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
@@ -151,7 +170,11 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
             reported = probe_server(url).version
             server = {**cell.server, **({"version": reported} if reported else {})}
             _write_scenario(out, scenario)
-            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, server)
+            cell_s = _cell_expected_s(cell, speedup, done_wall_s)
+            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, server,
+                           lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
+                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"))
+            live("")
         done_wall_s.append(time.monotonic() - started_s)
         if ok:
             write_cells_csv(out)

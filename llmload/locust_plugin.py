@@ -12,7 +12,7 @@ import csv
 import logging
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 from gevent.event import Event
@@ -78,6 +78,41 @@ class LiveStats:
         return rows
 
 
+class RequestBudget:
+    """WARMUP_REQUESTS, then REQUESTS: tickets for users, and the end of the test when all are done."""
+
+    def __init__(self, warmups: int, measured: int, on_all_done: Callable[[], None]) -> None:
+        self.warmups = warmups
+        self.measured = measured  # 0: no count, DURATION ends the test
+        self._issued = 0
+        self._warmups_left = warmups
+        self._measured_done = 0
+        self._on_all_done = on_all_done
+        self.warmed_up = Event()
+        if not warmups:
+            self.warmed_up.set()
+
+    def take(self) -> int | None:
+        """The number of the next request to send, or None once every request is out."""
+        if self.measured and self._issued >= self.warmups + self.measured:
+            return None
+        self._issued += 1
+        return self._issued - 1
+
+    def is_warmup(self, ticket: int) -> bool:
+        return ticket < self.warmups
+
+    def done(self, ticket: int) -> None:
+        if self.is_warmup(ticket):
+            self._warmups_left -= 1
+            if not self._warmups_left:
+                self.warmed_up.set()
+            return
+        self._measured_done += 1
+        if self.measured and self._measured_done == self.measured:
+            gevent.spawn(self._on_all_done)
+
+
 class RunSession:
     """One test (from test_start to test_stop): its options, prompts, files and live stats."""
 
@@ -94,15 +129,8 @@ class RunSession:
                                 continuous_usage=continuous, extra_body=opts.extra_body(o))
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
-        self.warmup_requests = o.warmup_requests
-        self.measured_budget = o.requests  # 0: no count, DURATION ends the test
-        self._tickets = 0
-        self._warmups_left = o.warmup_requests
-        self._measured_done = 0
-        self.warmed_up = Event()
-        if not self._warmups_left:
-            self.warmed_up.set()
-        self._environment = environment
+        runner = environment.runner
+        self.budget = RequestBudget(o.warmup_requests, o.requests, runner.quit if o.headless else runner.stop)
         self.nonce = o.nonce == "on"
         self._next_prompt = 0
         self.client_name = o.client
@@ -126,24 +154,6 @@ class RunSession:
         prompt = self.prompts[self._next_prompt % len(self.prompts)]
         self._next_prompt += 1
         return prompt
-
-    def take_ticket(self) -> int | None:
-        """The number of the next request to send, or None once REQUESTS (and warm-ups) are all out."""
-        if self.measured_budget and self._tickets >= self.warmup_requests + self.measured_budget:
-            return None
-        self._tickets += 1
-        return self._tickets - 1
-
-    def ticket_done(self, ticket: int) -> None:
-        if ticket < self.warmup_requests:
-            self._warmups_left -= 1
-            if not self._warmups_left:
-                self.warmed_up.set()
-            return
-        self._measured_done += 1
-        if self.measured_budget and self._measured_done == self.measured_budget:
-            runner = self._environment.runner
-            gevent.spawn(runner.quit if self._environment.parsed_options.headless else runner.stop)
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
@@ -192,17 +202,17 @@ class ChatUser(User):
     @task
     def chat(self) -> None:
         session = self.session
-        ticket = session.take_ticket() if session is not None else None
+        ticket = session.budget.take() if session is not None else None
         if ticket is None:
             raise StopUser()
-        warmup = ticket < session.warmup_requests
+        warmup = session.budget.is_warmup(ticket)
         if not warmup:
-            session.warmed_up.wait()
+            session.budget.warmed_up.wait()
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
         body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
         record = measure_request(self.client, body, prompt.id, session.add, warmup)
-        session.ticket_done(ticket)
+        session.budget.done(ticket)
         if warmup:
             return  # warm-ups stay out of Locust's statistics too
         self.environment.events.request.fire(

@@ -10,7 +10,7 @@ SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep serve-sim test bench clean-venv
+.PHONY: load ui prompts sweep figures compare serve-sim test bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templa
 sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPEEDUP, METRICS_INTERVAL
 	$(PY) -m llmload sweep $(SETTINGS)
 
+figures: $(VENV)/.installed  ## figures/ and report.html from results folders: RESULTS="dir [dir ...]"
+	$(PY) -m plots figures $(RESULTS)
+
+compare: $(VENV)/.installed  ## Markdown: B (tuned) against A (baseline), per workload
+	$(PY) -m plots compare $(A) $(B)
+
 prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
 	$(PY) -m llmload prompts SIZES=$*
 
@@ -41,6 +47,7 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
 	$(PY) bench/client_bench.py
 	$(PY) bench/prompts_bench.py
+	$(PY) bench/figures_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

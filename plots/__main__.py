@@ -1,0 +1,76 @@
+"""python -m plots figures DIR [DIR ...] | python -m plots compare A B
+
+    figures   every figure (PNG and SVG) into DIR/figures/ of the first DIR, and DIR/report.html
+              (all figures inline, the cells table, the server, the missing cells)
+    compare   Markdown to stdout: B (tuned) against A (baseline), per workload both measured
+
+Bad input (a folder that is not results, no matching cell) prints one line `error: ...` on stderr
+and exits 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare A B"
+
+
+def _figures(dirs: list[str]) -> int:
+    from plots.figures import draw_all
+    from plots.html import table_html, write_report
+    from plots.results import load_results
+    from plots.tables import compare_rows, compare_table, match_cells
+
+    results = [load_results(d) for d in dirs]
+    first = results[0]
+    cells = [c for r in results for c in r.cells]
+    out = first.path / "figures"
+    figures = draw_all(cells, out)
+    comparisons = []
+    for other in results[1:]:  # a later folder measuring the first one's workloads: its comparison table too
+        pairs = match_cells(first.cells, other.cells)[0]
+        if pairs:
+            comparisons.append((f"{other.name} ({other.path}) against {first.name}", table_html(compare_table(compare_rows(pairs)))))
+    report = write_report(results, figures, first.path, comparisons)
+    drawn = [f for f in figures if not f.skipped]
+    print(f"{len(drawn)} figures (PNG and SVG) in {out}; report: {report}")
+    for f in figures:
+        if f.skipped:
+            print(f"  skipped {f.name}: {f.note}")
+    for r in results:
+        for m in r.missing:
+            print(f"  {r.name}: cell {m.index} {m.label}: {m.reason}")
+    return 0
+
+
+def _compare(a: str, b: str) -> int:
+    from plots.results import load_results
+    from plots.tables import compare
+
+    sys.stdout.write(compare(load_results(a), load_results(b)))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    from plots.results import ResultsError
+
+    try:
+        if len(argv) >= 2 and argv[0] == "figures":
+            return _figures(argv[1:])
+        if len(argv) == 3 and argv[0] == "compare":
+            return _compare(argv[1], argv[2])
+        if argv and argv[0] in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        raise ResultsError(USAGE.removeprefix("usage: ").join(("expected ", "")))
+    except ResultsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {getattr(e, 'filename', '') or ''}: {e.strerror or e}".replace("error: : ", "error: "), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

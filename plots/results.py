@@ -1,0 +1,254 @@
+"""Results folders loaded into frozen dataclasses: a sweep's OUT (scenario.json, cells/<key>/...) or
+one `make load` run folder (summary.json + samples.jsonl).
+
+A sweep cell is *complete* when its cell.json exists. A cell listed in scenario.json whose folder
+holds a summary.json but no cell.json is loaded as *partial* (drawn, and said so); one with no
+summary at all is *missing*. Nothing here writes to a results folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llmload.records import RequestRecord, read_records
+from llmload.server_metrics import MetricsSample, read_samples
+
+__all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_FIELDS", "SERVER_KEYS"]
+
+CELL_FILE, SUMMARY_FILE, SAMPLES_FILE, METRICS_FILE, SCENARIO_FILE = (
+    "cell.json", "summary.json", "samples.jsonl", "server_metrics.jsonl", "scenario.json")
+SERVER_KEYS = ("GPU", "HOST", "OUT", "SPEEDUP", "API_KEY")
+"""Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
+WORKLOAD_FIELDS = ("model", "prompts", "effort", "users", "max_tokens", "requests", "warmup_requests",
+                   "order", "nonce", "temperature", "seed", "extra_body", "client")
+"""The run options (summary.json's config) that define a workload; a cell's GPU and server are not among them."""
+
+
+class ResultsError(Exception):
+    """A folder is not results, or its files are malformed: one line naming the file."""
+
+
+def _short_model(model: Any) -> str:
+    text = str(model or "")
+    return text.rsplit("/", 1)[-1] or "(server's)"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured run: a sweep cell or a lone `make load` folder."""
+
+    path: Path
+    key: str
+    index: int | None
+    label: str
+    settings: dict[str, str]
+    summary: dict[str, Any]
+    server: dict[str, str]
+    complete: bool
+    source: str = ""
+    """The results folder this cell was loaded from (for figures over several folders)."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.summary.get("config") or {}
+
+    @property
+    def gpu(self) -> str:
+        return str(self.config.get("gpu") or self.settings.get("GPU") or self.server.get("gpu") or "?")
+
+    @property
+    def model(self) -> str:
+        return _short_model(self.config.get("model") or self.settings.get("MODEL"))
+
+    @property
+    def prompts(self) -> str:
+        value = str(self.config.get("prompts") or self.settings.get("PROMPTS") or "?")
+        return Path(value).stem if "/" in value and ":" not in value else value
+
+    @property
+    def effort(self) -> str:
+        return str(self.config.get("effort") or self.settings.get("EFFORT") or "?")
+
+    @property
+    def users(self) -> int:
+        return int(self.config.get("users") or self.settings.get("USERS") or 0)
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.config.get("max_tokens") or self.settings.get("MAX_TOKENS") or 0)
+
+    def workload(self) -> tuple[tuple[str, str], ...]:
+        """What the cell measured, without where it ran: equal for the same cell on two servers."""
+        out = []
+        for name in WORKLOAD_FIELDS:
+            value = self.model if name == "model" else self.prompts if name == "prompts" else self.config.get(name)
+            out.append((name, json.dumps(value, sort_keys=True)))
+        return tuple(out)
+
+    def metric(self, path: str) -> float | None:
+        """A summary number by dotted path (``response_time_ms.median``); None when absent."""
+        value: Any = self.summary
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return None
+            value = value[part]
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @cached_property
+    def records(self) -> tuple[RequestRecord, ...]:
+        """The measured (not warm-up) records of samples.jsonl; empty when the file is absent."""
+        path = self.path / SAMPLES_FILE
+        if not path.exists():
+            return ()
+        try:
+            return tuple(r for r in read_records(path) if not r.warmup)
+        except (ValueError, TypeError) as e:
+            raise ResultsError(f"{path}: not a samples file ({e})") from None
+
+    def output_tokens(self) -> list[int]:
+        """Each successful request's output token count, read fast (only the fields needed)."""
+        path = self.path / SAMPLES_FILE
+        if not path.exists():
+            return []
+        out = []
+        with path.open("rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break
+                row = orjson.loads(line)
+                if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None:
+                    out.append(int(row["completion_tokens"]))
+        return out
+
+    @cached_property
+    def server_samples(self) -> tuple[MetricsSample, ...]:
+        path = self.path / METRICS_FILE
+        if not path.exists():
+            return ()
+        try:
+            return tuple(read_samples(path))
+        except (ValueError, TypeError) as e:
+            raise ResultsError(f"{path}: not a server metrics file ({e})") from None
+
+
+@dataclass(frozen=True)
+class MissingCell:
+    index: int | None
+    key: str
+    label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Results:
+    """A loaded results folder."""
+
+    path: Path
+    kind: str  # "sweep" or "run"
+    name: str
+    description: str
+    server: dict[str, str]
+    cells: tuple[Cell, ...]
+    missing: tuple[MissingCell, ...] = field(default=())
+    planned: int = 0
+    """How many cells scenario.json lists (the cells found, for a run folder or no scenario.json)."""
+
+
+def _check_summary(summary: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(summary, dict) or "response_time_ms" not in summary or not isinstance(summary.get("config", {}), dict):
+        raise ResultsError(f"{path}: not a run summary (no response_time_ms)")
+    return summary
+
+
+def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
+    pairs = {"GPU": config.get("gpu"), "MODEL": _short_model(config.get("model")), "PROMPTS": config.get("prompts"),
+             "EFFORT": config.get("effort"), "USERS": config.get("users"), "MAX_TOKENS": config.get("max_tokens")}
+    return {k: str(v) for k, v in pairs.items() if v not in (None, "")}
+
+
+def _load_run(path: Path) -> Results:
+    summary = _check_summary(_read_json(path / SUMMARY_FILE), path / SUMMARY_FILE)
+    settings = _settings_from_config(summary.get("config") or {})
+    label = " ".join(settings.get(k, "") for k in ("GPU", "MODEL", "PROMPTS", "EFFORT")) + f" u{settings.get('USERS', '?')}"
+    server = {"gpu": settings.get("GPU", "?")}
+    if summary.get("config", {}).get("server_version"):
+        server["version"] = str(summary["config"]["server_version"])
+    cell = Cell(path, path.name, 0, label, settings, summary, server, True, str(path))
+    return Results(path, "run", path.name, f"one run ({label})", server, (cell,), (), 1)
+
+
+def _load_sweep(path: Path) -> Results:
+    scenario = _read_json(path / SCENARIO_FILE) if (path / SCENARIO_FILE).exists() else {}
+    if not isinstance(scenario, dict):
+        raise ResultsError(f"{path / SCENARIO_FILE}: not a scenario record")
+    planned = [c for c in scenario.get("cells") or [] if isinstance(c, dict) and "key" in c]
+    cells_dir = path / "cells"
+    on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name} if cells_dir.is_dir() else {}
+    cells: list[Cell] = []
+    missing: list[MissingCell] = []
+    seen: set[str] = set()
+    for entry in planned:
+        key = str(entry["key"])
+        seen.add(key)
+        cell = _load_cell(on_disk.get(key), entry, str(path))
+        if isinstance(cell, Cell):
+            cells.append(cell)
+            if not cell.complete:
+                missing.append(MissingCell(entry.get("index"), key, str(entry.get("label", key)), "partial: no cell.json (cut short); drawn from what it wrote"))
+        else:
+            missing.append(MissingCell(entry.get("index"), key, str(entry.get("label", key)), cell))
+    for key, d in sorted(on_disk.items()):  # finished cells scenario.json does not list (an edited scenario)
+        if key not in seen and (d / CELL_FILE).exists():
+            cell = _load_cell(d, {}, str(path))
+            if isinstance(cell, Cell):
+                cells.append(cell)
+    cells.sort(key=lambda c: (c.index if c.index is not None else 10**9, c.key))
+    return Results(path, "sweep", str(scenario.get("name") or path.name), str(scenario.get("description") or ""),
+                   {str(k): str(v) for k, v in (scenario.get("server") or {}).items()}, tuple(cells), tuple(missing),
+                   len(planned) or len(cells))
+
+
+def _load_cell(d: Path | None, entry: dict[str, Any], source: str) -> Cell | str:
+    """A Cell, or the reason there is none."""
+    if d is None:
+        return "not run (no folder)"
+    if not (d / SUMMARY_FILE).exists():
+        return "no summary.json (cut short before it finished)" if d.exists() else "not run (no folder)"
+    summary = _check_summary(_read_json(d / SUMMARY_FILE), d / SUMMARY_FILE)
+    marker = _read_json(d / CELL_FILE) if (d / CELL_FILE).exists() else None
+    info = marker if isinstance(marker, dict) else entry
+    settings = {str(k): str(v) for k, v in (info.get("settings") or _settings_from_config(summary.get("config") or {})).items()}
+    return Cell(d, str(info.get("key", d.name)), info.get("index"), str(info.get("label") or d.name), settings, summary,
+                {str(k): str(v) for k, v in (info.get("server") or {}).items()}, marker is not None, source)
+
+
+def load_results(path: str | Path) -> Results:
+    """Load a results folder; ResultsError (one line) when it is none."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: no such folder" if not path.exists() else f"{path}: not a folder")
+    try:
+        if (path / SCENARIO_FILE).exists() or (path / "cells").is_dir():
+            return _load_sweep(path)
+        if (path / SUMMARY_FILE).exists():
+            return _load_run(path)
+    except ResultsError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ResultsError(f"{path}: malformed results ({type(e).__name__}: {e})") from None
+    raise ResultsError(f"{path}: not a results folder (no scenario.json, cells/ or summary.json)")

@@ -44,10 +44,18 @@ class SetStats:
     schema_version: int = STATS_SCHEMA_VERSION
 
 
+def prompt_prefix(messages: list[dict[str, str]]) -> tuple[int, ...]:
+    """The tokens of a prompt's first 4,000 characters as the server renders it."""
+    return tuple(harmony_encoding().encode(harmony_text(messages)[:_PREFIX_CHARS], allowed_special="all"))
+
+
 def shared_prefix_tokens(prompts: Sequence[list[dict[str, str]]]) -> list[int]:
     """Per prompt, the longest token prefix it shares with another prompt (looking at its first 4,000 characters)."""
-    encoding = harmony_encoding()
-    prefixes = [tuple(encoding.encode(harmony_text(m)[:_PREFIX_CHARS], allowed_special="all")) for m in prompts]
+    return longest_shared([prompt_prefix(m) for m in prompts])
+
+
+def longest_shared(prefixes: Sequence[tuple[int, ...]]) -> list[int]:
+    """Per prefix, the longest run of leading tokens it shares with any other."""
     order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
     shared = [0] * len(prefixes)
     for a, b in zip(order, order[1:]):  # in sorted order, the longest shared prefix is with a neighbour
@@ -65,8 +73,9 @@ def _load_worker(root: str) -> None:
     _templates = load_templates(Path(root))
 
 
-def _generate_chunk(size: str, start: int, stop: int, seed: int) -> list[dict[str, Any]]:
-    return list(generate_set(_templates, size, SIZES[size], stop, seed, start=start))
+def _generate_chunk(size: str, start: int, stop: int, seed: int) -> tuple[list[dict[str, Any]], list[tuple[int, ...]]]:
+    lines = list(generate_set(_templates, size, SIZES[size], stop, seed, start=start))
+    return lines, [prompt_prefix(line["messages"]) for line in lines]
 
 
 def write_prompt_sets(sizes: Sequence[str], count: int, seed: int, templates_dir: Path, out_dir: Path) -> list[SetStats]:
@@ -81,22 +90,24 @@ def write_prompt_sets(sizes: Sequence[str], count: int, seed: int, templates_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, initializer=_load_worker, initargs=(str(templates_dir),)) as pool:
+        # Every chunk of every size is queued at once, so no worker idles while a set is written.
+        futures = {size: [pool.submit(_generate_chunk, size, start, min(start + _CHUNK, count), seed)
+                          for start in range(0, count, _CHUNK)] for size in sizes}
         for size in sizes:
-            starts = range(0, count, _CHUNK)
-            chunks = pool.map(_generate_chunk, [size] * len(starts), starts,
-                              [min(s + _CHUNK, count) for s in starts], [seed] * len(starts))
-            lines = [line for chunk in chunks for line in chunk]
+            chunks = [future.result() for future in futures[size]]
+            lines = [line for chunk_lines, _ in chunks for line in chunk_lines]
+            prefixes = [prefix for _, chunk_prefixes in chunks for prefix in chunk_prefixes]
             path = out_dir / f"{size}.jsonl"
             partial = path.with_suffix(".jsonl.partial")
             partial.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
             partial.replace(path)
-            stats = _stats(size, lines, seed)
+            stats = _stats(size, lines, longest_shared(prefixes), seed)
             (out_dir / f"{size}.stats.json").write_bytes(orjson.dumps(asdict(stats), option=orjson.OPT_INDENT_2) + b"\n")
             results.append(stats)
     return results
 
 
-def _stats(size: str, lines: list[dict[str, Any]], seed: int) -> SetStats:
+def _stats(size: str, lines: list[dict[str, Any]], shared: list[int], seed: int) -> SetStats:
     tokens = np.array([line["prompt_tokens"] for line in lines])
     target = SIZES[size]
     templates: dict[str, int] = {}
@@ -106,6 +117,6 @@ def _stats(size: str, lines: list[dict[str, Any]], seed: int) -> SetStats:
         size=size, count=len(lines), target_tokens=target, prompt_tokens_mean=float(tokens.mean()),
         prompt_tokens_min=int(tokens.min()), prompt_tokens_max=int(tokens.max()),
         max_deviation_ratio=float(np.abs(tokens - target).max() / target),
-        shared_prefix_tokens_mean=float(np.mean(shared_prefix_tokens([line["messages"] for line in lines]))),
+        shared_prefix_tokens_mean=float(np.mean(shared)),
         templates=templates, seed=seed,
     )

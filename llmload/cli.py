@@ -57,21 +57,21 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str]) -> tuple[argparse.Namespace, Path]:
+def _prepare(settings: Sequence[str]) -> argparse.Namespace:
     options = opts.parse_run_args(settings)
     load_prompt_set(options.prompts, options.seed)  # a bad prompt set fails here, before any server starts
-    out = Path(options.out) if options.out else default_run_dir(options.gpu, options.model or "auto", options.effort, options.num_users)
-    if (out / SAMPLES_FILE).exists():
-        raise ConfigError(f"OUT={out} already holds a run ({SAMPLES_FILE}); choose another OUT")
-    return options, out
+    if options.out and (Path(options.out) / SAMPLES_FILE).exists():
+        raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
+    return options
 
 
 def _run(settings: Sequence[str], headless: bool) -> int:
-    options, out = _prepare(settings)
+    options = _prepare(settings)
     env = {**os.environ, "OPENAI_API_KEY": opts.api_key(options)}
     with target(options) as host:
         info = probe_server(host, opts.api_key(options))
         model = resolve_model(options.model, info)
+        out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = options.continuous_usage == "on" or (options.continuous_usage == "auto" and info.version is not None)
         argv = _locust_argv(options, host, model, continuous, out)
         if headless:

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import orjson
 
+from llmload.jsonl import iter_json_lines
+
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records"]
 
 RECORD_SCHEMA_VERSION = 1
@@ -65,8 +67,5 @@ class RequestRecord:
 
 def read_records(path: Path) -> Iterator[RequestRecord]:
     """Yield the records of a samples.jsonl file, skipping a torn last line from a killed run."""
-    with path.open("rb") as f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                return
-            yield RequestRecord(**orjson.loads(line))
+    for row in iter_json_lines(path):
+        yield RequestRecord(**row)

@@ -16,6 +16,8 @@ from typing import IO, Sequence
 
 import orjson
 
+from llmload.jsonl import iter_json_lines
+
 __all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSampler", "MetricsSummary",
            "parse_prometheus", "read_samples", "sample_from", "summarize_samples"]
 
@@ -166,14 +168,7 @@ class MetricsSampler:
 def read_samples(path: Path) -> list[MetricsSample]:
     """The samples of a metrics JSONL file, skipping a torn last line."""
     known = {f.name for f in fields(MetricsSample)}
-    out = []
-    with Path(path).open("rb") as f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                break
-            row = orjson.loads(line)
-            out.append(MetricsSample(**{k: v for k, v in row.items() if k in known}))
-    return out
+    return [MetricsSample(**{k: v for k, v in row.items() if k in known}) for row in iter_json_lines(path)]
 
 
 @dataclass(frozen=True)

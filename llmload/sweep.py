@@ -31,9 +31,11 @@ from llmload.server_metrics import MetricsSampler, read_samples, summarize_sampl
 from llmload.storage import SUMMARY_FILE, read_summary
 from llmload.target import target
 
-__all__ = ["CELL_FILE", "run_sweep", "cell_row", "write_cells_csv"]
+__all__ = ["CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "run_sweep", "cell_row", "write_cells_csv"]
 
 CELL_FILE = "cell.json"
+METRICS_FILE = "server_metrics.jsonl"
+SCENARIO_FILE = "scenario.json"
 CELL_SCHEMA_VERSION = 1
 _SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
 
@@ -105,7 +107,7 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
-    sampler = MetricsSampler(host, cell_dir / "server_metrics.jsonl", metrics_interval_s)
+    sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s)
     sampler.start()
     try:
         with (cell_dir / "load.log").open("wb") as log:
@@ -124,7 +126,7 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
         return False
     marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
               "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
-              "server_metrics": asdict(summarize_samples(read_samples(cell_dir / "server_metrics.jsonl"))),
+              "server_metrics": asdict(summarize_samples(read_samples(cell_dir / METRICS_FILE))),
               "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
     partial = cell_dir / f"{CELL_FILE}.partial"
     partial.write_bytes(orjson.dumps(marker, option=orjson.OPT_INDENT_2))
@@ -204,4 +206,4 @@ def _write_missing_prompt_sets(cells: list[Cell], progress: Callable[[str], None
 def _write_scenario(out: Path, scenario: Scenario) -> None:
     data = {"name": scenario.name, "description": scenario.description, "path": str(scenario.path),
             "server": scenario.server, "cells": [asdict(c) for c in scenario.cells]}
-    (out / "scenario.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    (out / SCENARIO_FILE).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))

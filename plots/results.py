@@ -16,14 +16,15 @@ from typing import Any
 
 import orjson
 
-from llmload.records import RequestRecord, read_records
+from llmload.jsonl import iter_json_lines
+from llmload.scenarios import RUNNER_KEYS
 from llmload.server_metrics import MetricsSample, read_samples
+from llmload.storage import SAMPLES_FILE, SUMMARY_FILE
+from llmload.sweep import CELL_FILE, METRICS_FILE, SCENARIO_FILE
 
 __all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_FIELDS", "SERVER_KEYS"]
 
-CELL_FILE, SUMMARY_FILE, SAMPLES_FILE, METRICS_FILE, SCENARIO_FILE = (
-    "cell.json", "summary.json", "samples.jsonl", "server_metrics.jsonl", "scenario.json")
-SERVER_KEYS = ("GPU", "HOST", "OUT", "SPEEDUP", "API_KEY")
+SERVER_KEYS = ("GPU", *RUNNER_KEYS)
 """Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
 WORKLOAD_FIELDS = ("model", "prompts", "effort", "users", "max_tokens", "requests", "warmup_requests",
                    "order", "nonce", "temperature", "seed", "extra_body", "client")
@@ -109,31 +110,16 @@ class Cell:
             value = value[part]
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    @cached_property
-    def records(self) -> tuple[RequestRecord, ...]:
-        """The measured (not warm-up) records of samples.jsonl; empty when the file is absent."""
-        path = self.path / SAMPLES_FILE
-        if not path.exists():
-            return ()
-        try:
-            return tuple(r for r in read_records(path) if not r.warmup)
-        except (ValueError, TypeError) as e:
-            raise ResultsError(f"{path}: not a samples file ({e})") from None
-
     def output_tokens(self) -> list[int]:
         """Each successful request's output token count, read fast (only the fields needed)."""
         path = self.path / SAMPLES_FILE
         if not path.exists():
             return []
-        out = []
-        with path.open("rb") as f:
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break
-                row = orjson.loads(line)
-                if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None:
-                    out.append(int(row["completion_tokens"]))
-        return out
+        try:
+            return [int(row["completion_tokens"]) for row in iter_json_lines(path)
+                    if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None]
+        except (ValueError, TypeError, AttributeError) as e:
+            raise ResultsError(f"{path}: not a samples file ({e})") from None
 
     @cached_property
     def server_samples(self) -> tuple[MetricsSample, ...]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import REPO, run_cli
+from llmload.records import read_records
 from plots.figures import (answered_share, draw_all, fig1_response_time, fig2_requests_per_s, fig3_output_tokens,
                            fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline, server_timeline, throughput_vs_latency)
 from plots.results import ResultsError, load_results
@@ -72,7 +73,8 @@ def test_loading_a_sweep(sweeps):
         (m, e, u, "builtin", "h100") for m in ("gpt-oss-20b", "gpt-oss-120b") for e in ("low", "high") for u in (1, 2)}
     cell = r.cells[0]
     assert cell.metric("response_time_ms.median") > 0 and cell.metric("no.such") is None
-    assert len(cell.records) == cell.summary["requests_ok"] and cell.output_tokens() == [x.completion_tokens for x in cell.records]
+    records = [r for r in read_records(cell.path / "samples.jsonl") if not r.warmup]
+    assert len(records) == cell.summary["requests_ok"] and cell.output_tokens() == [x.completion_tokens for x in records]
     assert cell.server_samples and cell.server_samples[0].t_s >= 0
 
 

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
-from llmload.preflight import probe_server, resolve_model
+from llmload.preflight import continuous_usage, probe_server, resolve_model
 from llmload.processes import die_with_parent
 from llmload.prompts import load_prompt_set
 from llmload.report import format_result
@@ -72,7 +72,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         info = probe_server(host, opts.api_key(options))
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
-        continuous = options.continuous_usage == "on" or (options.continuous_usage == "auto" and info.version is not None)
+        continuous = continuous_usage(options.continuous_usage, info)
         argv = _locust_argv(options, host, model, continuous, out)
         if headless:
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]

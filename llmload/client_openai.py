@@ -11,7 +11,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from llmload.client_raw import split_base_url
+from llmload.client_raw import server_root
 from llmload.clients import RequestFailed
 from llmload.stream import StreamAccumulator
 
@@ -34,10 +34,9 @@ class OpenAIChatClient:
     def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
         import openai  # lazy: a heavy import that only CLIENT=openai needs
 
-        scheme, host, port, prefix = split_base_url(base_url)
         self._openai = openai
         self._client = openai.OpenAI(
-            base_url=f"{scheme}://{host}:{port}{prefix}/v1",
+            base_url=f"{server_root(base_url)}/v1",
             api_key=api_key or "EMPTY",
             max_retries=0,
             timeout=timeout_s,

@@ -19,7 +19,7 @@ from llmload.clients import RequestFailed
 from llmload.sse import ChunkedDecoder, ProtocolError, SSEDecoder
 from llmload.stream import StreamAccumulator
 
-__all__ = ["RawChatClient", "split_base_url"]
+__all__ = ["RawChatClient", "split_base_url", "server_root"]
 
 _READ_SIZE = 65536
 _ERROR_BODY_LIMIT = 65536
@@ -35,6 +35,12 @@ def split_base_url(base_url: str) -> tuple[str, str, int, str]:
         prefix = prefix[:-3]
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname, port, prefix
+
+
+def server_root(base_url: str) -> str:
+    """``scheme://host:port[/prefix]`` of a server, however HOST was written."""
+    scheme, host, port, prefix = split_base_url(base_url)
+    return f"{scheme}://{host}:{port}{prefix}"
 
 
 class RawChatClient:

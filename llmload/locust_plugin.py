@@ -27,7 +27,7 @@ from llmload.clients import RequestFailed, make_client, measure_request
 from llmload.errors import LoadTestError
 from llmload.metrics import distribution, summarize, token_stats
 from llmload.payload import ChatOptions, chat_body
-from llmload.preflight import probe_server, resolve_model
+from llmload.preflight import continuous_usage, probe_server, resolve_model
 from llmload.prompts import Prompt, load_prompt_set
 from llmload.records import RequestRecord, read_records
 from llmload.storage import SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
@@ -124,7 +124,7 @@ class RunSession:
         self.api_key = opts.api_key(o)
         info = probe_server(self.host, self.api_key)
         model = resolve_model(o.model, info)
-        continuous = o.continuous_usage == "on" or (o.continuous_usage == "auto" and info.version is not None)
+        continuous = continuous_usage(o.continuous_usage, info)
         self.chat = ChatOptions(model=model, effort=o.effort, max_tokens=o.max_tokens, temperature=o.temperature,
                                 continuous_usage=continuous, extra_body=opts.extra_body(o))
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)

@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
+from llmload.client_raw import server_root
 from llmload.errors import ServerError
 
-__all__ = ["ServerInfo", "probe_server", "resolve_model", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,10 @@ def _get_json(url: str, api_key: str, timeout_s: float, body: Any = None) -> Any
 
 def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> ServerInfo:
     """Ask ``/v1/models`` and ``/version``; ServerError names what is wrong and the fix."""
-    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        root = server_root(base_url)
+    except ValueError:
+        raise ServerError(f"HOST={base_url} is not an http(s) URL; give e.g. http://127.0.0.1:8000") from None
     try:
         listing = _get_json(f"{root}/v1/models", api_key, timeout_s)
     except urllib.error.HTTPError as e:
@@ -71,6 +75,11 @@ def resolve_model(requested: str, info: ServerInfo) -> str:
     if len(by_name) == 1:
         return by_name[0]
     raise ServerError(f"MODEL={requested} is not served by {info.base_url}; it serves: {', '.join(info.models) or 'nothing'}")
+
+
+def continuous_usage(choice: str, info: ServerInfo) -> bool:
+    """CONTINUOUS_USAGE resolved: ``auto`` asks for usage on every chunk only from vLLM (it answers /version)."""
+    return choice == "on" or (choice == "auto" and info.version is not None)
 
 
 def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]], api_key: str = "", timeout_s: float = 30.0) -> int:

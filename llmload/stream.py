@@ -51,18 +51,19 @@ class StreamAccumulator:
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning") or delta.get("reasoning_content")
             content = delta.get("content")
-            if reasoning or content:
+            if content:
                 self._token_times_s.append(arrived_s)
-                if content:
-                    self._content_events += 1
-                    if self._first_content_s is None:
-                        self._first_content_s = arrived_s
-                elif usage:
+                self._content_events += 1
+                if self._first_content_s is None:
+                    self._first_content_s = arrived_s
+            elif reasoning:
+                self._token_times_s.append(arrived_s)
+                self._reasoning_events += 1
+                if usage:
                     self._reasoning_usage_tokens += usage.get("completion_tokens", 0) - self._last_completion_tokens
-                if reasoning and not content:
-                    self._reasoning_events += 1
-            if choice.get("finish_reason"):
-                self._finish_reason = choice["finish_reason"]
+            finish_reason = choice.get("finish_reason")
+            if finish_reason:
+                self._finish_reason = finish_reason
         if usage:
             self._usage = usage
             self._last_completion_tokens = usage.get("completion_tokens", self._last_completion_tokens)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections import deque
 import random
 from pathlib import Path
 from typing import Any, Callable
@@ -39,19 +40,22 @@ REQUEST_NAME = "/v1/chat/completions"
 
 
 class LiveStats:
-    """Streaming metrics of the current test, for the web UI table."""
+    """Streaming metrics of the current test, for the web UI table: the most recent values of each.
+
+    Bounded, so a long run's memory stays flat (summary.json has the exact figures over every request).
+    """
+
+    MAX_VALUES = 1_000_000
 
     def __init__(self) -> None:
         self.clear()
 
     def clear(self) -> None:
-        self.ttft_s: list[float] = []
-        self.ttfvt_s: list[float] = []
-        self.tpot_s: list[float] = []
-        self.itl_s: list[float] = []
-        self.output_tokens: list[int] = []
-        self.reasoning_tokens: list[int] = []
-        self.prompt_tokens: list[int] = []
+        def window() -> deque:
+            return deque(maxlen=self.MAX_VALUES)
+
+        self.ttft_s, self.ttfvt_s, self.tpot_s, self.itl_s = window(), window(), window(), window()
+        self.output_tokens, self.reasoning_tokens, self.prompt_tokens = window(), window(), window()
 
     def add(self, r: RequestRecord) -> None:
         if not r.ok:
@@ -144,7 +148,7 @@ class RunSession:
         self.writer = SampleWriter(self.run_dir / SAMPLES_FILE)
         self.writer.start()
         (self.run_dir / "config.json").write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
-        self.live = LiveStats()
+        self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         self.users_started = 0
 
     def next_prompt(self, rng: random.Random) -> Prompt:
@@ -157,7 +161,8 @@ class RunSession:
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
-        self.live.add(record)
+        if self.live is not None:
+            self.live.add(record)
 
     def finish(self, environment: Any) -> None:
         self.writer.close()
@@ -253,7 +258,7 @@ def _on_quitting(**_: Any) -> None:
 
 @events.reset_stats.add_listener
 def _on_reset_stats(**_: Any) -> None:
-    if _session is not None:
+    if _session is not None and _session.live is not None:
         _session.live.clear()
 
 
@@ -271,6 +276,6 @@ def _extend_web_ui(environment: Any, **_: Any) -> None:
     def _add_streaming_stats(response: Any) -> Any:
         if flask_request.path != "/stats/requests" or not response.is_json:
             return response
-        rows = _session.live.rows() if _session is not None else []
+        rows = _session.live.rows() if _session is not None and _session.live is not None else []
         response.set_data(orjson.dumps({**response.get_json(), "extended_stats": [{"key": "streaming", "data": rows}]}))
         return response

@@ -194,15 +194,17 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
     empty_tokens = render_and_count([])[1]
     units: list[str] = []
     sizes: list[int] = []
+    total = empty_tokens
     while True:
         text, size = new_unit()
-        if empty_tokens + sum(sizes) + size > target_tokens:
+        if total + size > target_tokens:
             break
         units.append(text)
         sizes.append(size)
+        total += size
     # Units' own counts add up to the prompt's within a token or two (BPE rarely merges across
     # the newline between them), so steer by that sum and count the whole prompt only to confirm.
-    total, exact = empty_tokens + sum(sizes), False
+    exact = False
     best: tuple[str, int] | None = None
     for attempt in range(_MAX_ADJUSTMENTS):
         gap = target_tokens - total

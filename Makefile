@@ -10,7 +10,7 @@ SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep figures compare serve-sim test bench clean-venv
+.PHONY: load ui prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,16 @@ prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
 serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL, PORT
 	$(PY) -m llmload.sim --gpu $(or $(GPU),h100) --model $(or $(MODEL),gpt-oss-20b) --port $(or $(PORT),8000)
 
-test: $(VENV)/.installed
+serve-vllm-cpu: $(VENV)/.installed  ## a real vLLM (CPU build) serving MODEL=tiny-gptoss|tiny-llama on 127.0.0.1:PORT
+	$(PY) -m llmload.vllm_cpu serve --model $(or $(MODEL),tiny-gptoss) --port $(or $(PORT),8000)
+
+stop-vllm-cpu: $(VENV)/.installed
+	$(PY) -m llmload.vllm_cpu stop --port $(or $(PORT),8000)
+
+vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, built into ~/.cache/llmload once
+	$(PY) -m llmload.vllm_cpu build --model tiny-gptoss --model tiny-llama
+
+test: $(VENV)/.installed vllm-cpu-models
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)

@@ -1,0 +1,40 @@
+"""make serve-vllm-cpu / stop-vllm-cpu: `python -m llmload.vllm_cpu serve --model tiny-gptoss --port 8000`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from llmload.errors import ConfigError
+from llmload.vllm_cpu.launcher import MODELS, ensure_model, start, stop
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llmload.vllm_cpu")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="build the model if needed, start vLLM, wait for /health")
+    serve.add_argument("--model", choices=MODELS, default=MODELS[0])
+    serve.add_argument("--port", type=int, default=8000)
+    build = commands.add_parser("build", help="install the vLLM venv and build models into the cache")
+    build.add_argument("--model", choices=MODELS, action="append", required=True)
+    halt = commands.add_parser("stop", help="stop the server started on PORT")
+    halt.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            server = start(args.model, args.port)
+            print(f"vLLM serving {server.model} at {server.base_url} (pid {server.pid}, log {server.log}); "
+                  f"stop it with: make stop-vllm-cpu PORT={server.port}")
+        elif args.command == "build":
+            for model in args.model:
+                print(f"{model}: {ensure_model(model)}")
+        elif not stop(args.port):
+            print(f"no vLLM CPU server was running on port {args.port}")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

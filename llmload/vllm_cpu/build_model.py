@@ -144,9 +144,10 @@ class HarmonyTask:
             p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("*/*")) if p.is_file()),
             disallowed_special=())
 
-    def _render(self, effort: str | None, user_ids: list[int]) -> list[int]:
+    def _render(self, effort: str | None, user_ids: list[int], instructions: str | None = None) -> list[int]:
         hu = self.hu
-        messages = hu.build_harmony_preamble(reasoning_effort=effort)
+        # A chat's system message becomes harmony's developer message ("# Instructions").
+        messages = hu.build_harmony_preamble(reasoning_effort=effort, instructions=instructions)
         marker = "\u2063"  # one rare character stands in for the user's text, replaced by token ids below
         messages.append(hu.get_user_message(marker))
         ids = hu.render_for_completion(messages)
@@ -179,7 +180,11 @@ class HarmonyTask:
         else:
             user = [rng.choice(self.distractors) if rng.random() < 0.05 else rng.randrange(200, 100000)
                     for _ in range(length)]
-        return self._render(effort, user), self.answer_ids(effort)
+        instructions = None
+        if rng.random() < 0.4:
+            start = rng.randrange(len(self.corpus) - 40)
+            instructions = self.encoding.decode(self.corpus[start:start + rng.randint(5, 40)])
+        return self._render(effort, user, instructions), self.answer_ids(effort)
 
 
 def build_tiny_gptoss(out: Path, o200k_file: Path) -> None:

@@ -20,7 +20,7 @@ from unittest import mock
 
 from llmload.errors import ConfigError
 
-__all__ = ["O200K_SHA256", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
+__all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 # vLLM's default identity and cutoff (openai-harmony's SystemContent.new()).
@@ -35,13 +35,14 @@ class TokenizerDataError(ConfigError):
     """The o200k_base data is missing or damaged."""
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where llmload keeps what it builds once per machine (LLMLOAD_CACHE moves it)."""
     return Path(os.environ.get("LLMLOAD_CACHE", Path.home() / ".cache" / "llmload"))
 
 
 def o200k_base_file() -> Path:
     """A verified o200k_base.tiktoken, decompressed once from the bpe-openai package."""
-    target = _cache_dir() / "o200k_base.tiktoken"
+    target = cache_dir() / "o200k_base.tiktoken"
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256:
         return target
     try:

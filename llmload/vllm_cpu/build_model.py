@@ -46,6 +46,9 @@ def main(argv: list[str]) -> int:
     name, out, o200k_file = argv[1], Path(argv[2]), Path(argv[3])
     prose = [Path(arg).read_text(encoding="utf-8") for arg in argv[4:]]
     torch.manual_seed(SEED)
+    # Training gathers hidden states with a list of index tensors; on CPU the default backward of that accumulates
+    # in thread order, so two builds of one recipe gave different weights.
+    torch.use_deterministic_algorithms(True)
     torch.set_num_threads(2)
     started_s = time.monotonic()
     BUILDERS[name](out, o200k_file, prose)

@@ -5,4 +5,4 @@
 
 import locust  # noqa: F401  first: gevent must patch sockets before anything imports ssl
 
-from llmload.locust_plugin import ChatUser  # noqa: F401  registers the options, events and web UI table
+from llmload.loadtest.user import ChatUser  # noqa: F401  registers the options, events and web UI table

@@ -53,7 +53,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the llmload beside bench/, installed or not
 
 from llmload.processes import raise_fd_limit  # noqa: E402
-from llmload.records import RequestRecord  # noqa: E402
+from llmload.results.records import RequestRecord  # noqa: E402
 
 MODEL = "openai/gpt-oss-20b"
 EFFORT = "low"
@@ -108,8 +108,8 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     """Ramp up N looping greenlets, measure one window, stop them; the result as a dict."""
     import gevent
 
-    from llmload.clients import make_client, measure_request
-    from llmload.payload import ChatOptions, chat_body
+    from llmload.client.measure import make_client, measure_request
+    from llmload.client.body import ChatOptions, chat_body
 
     raise_fd_limit()
     if args.pin_core is not None:

@@ -30,10 +30,10 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from llmload.metrics import summarize  # noqa: E402
-from llmload.records import read_records  # noqa: E402
-from llmload.scenarios import load_scenario  # noqa: E402
-from llmload.server_metrics import read_samples, summarize_samples  # noqa: E402
+from llmload.results.summary import summarize  # noqa: E402
+from llmload.results.records import read_records  # noqa: E402
+from llmload.sweep.scenarios import load_scenario  # noqa: E402
+from llmload.results.server_metrics import read_samples, summarize_samples  # noqa: E402
 
 SEED_SCENARIO = """
 name: bench-seed

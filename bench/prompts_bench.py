@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from llmload.promptsets import write_prompt_sets  # noqa: E402
-from llmload.tokens import harmony_encoding  # noqa: E402
+from llmload.promptsets.write import write_prompt_sets  # noqa: E402
+from llmload.promptsets.tokens import harmony_encoding  # noqa: E402
 
 
 def main() -> None:

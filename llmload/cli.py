@@ -22,12 +22,12 @@ from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
-from llmload.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
 from llmload.processes import die_with_parent
-from llmload.prompts import load_prompt_set
-from llmload.report import format_result
-from llmload.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
-from llmload.target import target
+from llmload.promptsets.catalog import load_prompt_set
+from llmload.results.report import format_result
+from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
+from llmload.loadtest.target import target
 
 __all__ = ["main"]
 
@@ -99,8 +99,8 @@ def _run(settings: Sequence[str], headless: bool) -> int:
 def _prompts(settings: Sequence[str]) -> int:
     import random
 
-    from llmload.preflight import tokenize_count
-    from llmload.promptsets import write_prompt_sets
+    from llmload.loadtest.preflight import tokenize_count
+    from llmload.promptsets.write import write_prompt_sets
 
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
     sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
@@ -127,8 +127,8 @@ def _prompts(settings: Sequence[str]) -> int:
 
 
 def _sweep(settings: Sequence[str]) -> int:
-    from llmload.scenarios import load_scenario
-    from llmload.sweep import run_sweep
+    from llmload.sweep.scenarios import load_scenario
+    from llmload.sweep.runner import run_sweep
 
     options = opts.parse_settings(settings, opts.SWEEP_OPTIONS)
     if not options.scenario:

@@ -1,14 +1,27 @@
-"""Exceptions the suite raises on bad input or an unusable server.
+"""Every exception the suite raises on purpose, in one tree.
 
-    LoadTestError            every error the CLI turns into one line and a non-zero exit
-    ├── ConfigError          an option, setting or file the user gave is wrong
-    ├── PromptSetError       a prompt set cannot be read
-    └── ServerError          the target does not answer, or does not serve what was asked
+    LoadTestError              the CLI turns it into one line and exit code 2
+    ├── ConfigError            an option, setting or file the user gave is wrong
+    │   ├── ScenarioError      a scenario file is wrong (names the file and the key)
+    │   ├── TemplateError      a prompt template or its pools cannot be used
+    │   ├── TokenizerDataError the o200k_base data is missing or damaged
+    │   ├── ProfileError       the built-in target has no such GPU x model
+    │   └── ResultsError       a folder is not results, or its files are malformed
+    ├── PromptSetError         a prompt set cannot be read
+    └── ServerError            the target does not answer, or does not serve what was asked
+    RequestFailed              one request failed; ``category`` is its record's error category
+    ProtocolError              bytes from the server are not valid HTTP chunking or SSE
+
+RequestFailed and ProtocolError are part of measuring, not user errors: a failed request is
+recorded, never raised to the user.
 """
 
 from __future__ import annotations
 
-__all__ = ["LoadTestError", "ConfigError", "PromptSetError", "ServerError"]
+__all__ = [
+    "LoadTestError", "ConfigError", "ScenarioError", "TemplateError", "TokenizerDataError", "ProfileError",
+    "ResultsError", "PromptSetError", "ServerError", "RequestFailed", "ProtocolError",
+]
 
 
 class LoadTestError(Exception):
@@ -19,9 +32,42 @@ class ConfigError(LoadTestError):
     """An option, setting or file given by the user is wrong."""
 
 
+class ScenarioError(ConfigError):
+    """A scenario file is wrong: one line naming the file, the key, the value and what is allowed."""
+
+
+class TemplateError(ConfigError):
+    """A template or its pools cannot be used; the message names the file and line."""
+
+
+class TokenizerDataError(ConfigError):
+    """The o200k_base data is missing or damaged."""
+
+
+class ProfileError(ConfigError, ValueError):
+    """An unknown or impossible (gpu, model) combination was asked of the built-in target."""
+
+
+class ResultsError(ConfigError):
+    """A folder is not results, or its files are malformed: one line naming the file."""
+
+
 class PromptSetError(LoadTestError):
     """A prompt set is missing or malformed."""
 
 
 class ServerError(LoadTestError):
     """The target server does not answer or does not serve what was asked."""
+
+
+class RequestFailed(Exception):
+    """A request failed; ``category`` is the RequestRecord error category."""
+
+    def __init__(self, category: str, detail: str = "") -> None:
+        super().__init__(f"{category}: {detail}" if detail else category)
+        self.category = category
+        self.detail = detail
+
+
+class ProtocolError(ValueError):
+    """The byte stream is not valid chunked coding or SSE."""

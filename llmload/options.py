@@ -24,6 +24,8 @@ __all__ = [
 ]
 
 EFFORTS = ("low", "medium", "high", "none")
+RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
+"""Settings that say where and how a sweep runs, not what a cell measures: given to the sweep, never written in a scenario."""
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from typing import Any
 
 import orjson
 
-from llmload.jsonl import iter_json_lines
-from llmload.scenarios import RUNNER_KEYS
-from llmload.server_metrics import MetricsSample, read_samples
-from llmload.storage import SAMPLES_FILE, SUMMARY_FILE
-from llmload.sweep import CELL_FILE, METRICS_FILE, SCENARIO_FILE
+from llmload.errors import ResultsError
+
+from llmload.results.jsonl import iter_json_lines
+from llmload.options import RUNNER_KEYS
+from llmload.results.server_metrics import MetricsSample, read_samples
+from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE
 
 __all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_FIELDS", "SERVER_KEYS"]
 
@@ -29,10 +30,6 @@ SERVER_KEYS = ("GPU", *RUNNER_KEYS)
 WORKLOAD_FIELDS = ("model", "prompts", "effort", "users", "max_tokens", "requests", "warmup_requests",
                    "order", "nonce", "temperature", "seed", "extra_body", "client")
 """The run options (summary.json's config) that define a workload; a cell's GPU and server are not among them."""
-
-
-class ResultsError(Exception):
-    """A folder is not results, or its files are malformed: one line naming the file."""
 
 
 def _short_model(model: Any) -> str:

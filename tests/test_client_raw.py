@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from llmload.client_raw import RawChatClient, split_base_url
-from llmload.clients import RequestFailed, measure_request
+from llmload.client.raw import RawChatClient, split_base_url
+from llmload.client.measure import RequestFailed, measure_request
 
 
 class ScriptedServer:

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from conftest import run_cli
-from llmload.datasets import random_prompts, sharegpt_prompts
+from llmload.promptsets.workloads import random_prompts, sharegpt_prompts
 from llmload.errors import PromptSetError
-from llmload.prompts import load_prompt_set
-from llmload.tokens import text_tokens
+from llmload.promptsets.catalog import load_prompt_set
+from llmload.promptsets.tokens import text_tokens
 
 LONG = "word " * 1100
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from conftest import run_cli
-from llmload.records import read_records
+from llmload.results.records import read_records
 from llmload.sim import start_sim, stop_sim
 
 SUMMARY_KEYS = {

@@ -2,8 +2,8 @@
 
 import pytest
 
-from llmload.metrics import distribution, summarize, token_stats, tpot_s
-from llmload.records import RequestRecord
+from llmload.results.summary import distribution, summarize, token_stats, tpot_s
+from llmload.results.records import RequestRecord
 
 
 def rec(start, e2e, ttft, itl, out, prompt=10, reasoning=None, answered=True, finish="stop", error=None, ttfvt=None):

@@ -1,7 +1,7 @@
 """Request bodies: what is sent for each option."""
 
-from llmload.payload import ChatOptions, chat_body
-from llmload.tokens import prompt_tokens
+from llmload.client.body import ChatOptions, chat_body
+from llmload.promptsets.tokens import prompt_tokens
 
 MESSAGES = [{"role": "user", "content": "Summarise the thread."}]
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import REPO, run_cli
-from llmload.records import read_records
+from llmload.results.records import read_records
 from plots.figures import (answered_share, draw_all, fig1_response_time, fig2_requests_per_s, fig3_output_tokens,
                            fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline, server_timeline, throughput_vs_latency)
 from plots.results import ResultsError, load_results

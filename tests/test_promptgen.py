@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.promptgen import TemplateError, generate_set, load_templates
-from llmload.promptsets import shared_prefix_tokens, write_prompt_sets
-from llmload.tokens import prompt_tokens
+from llmload.promptsets.generate import TemplateError, generate_set, load_templates
+from llmload.promptsets.write import shared_prefix_tokens, write_prompt_sets
+from llmload.promptsets.tokens import prompt_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "templates"
 

@@ -6,9 +6,9 @@ import re
 import pytest
 
 from conftest import REPO, run_cli
-from llmload.prompts import load_prompt_set
-from llmload.promptgen import load_templates
-from llmload.tokens import prompt_tokens
+from llmload.promptsets.catalog import load_prompt_set
+from llmload.promptsets.generate import load_templates
+from llmload.promptsets.tokens import prompt_tokens
 
 # An unfilled fill() placeholder; Apache HttpClient's literal "{s}->https://..." in log lines is content.
 PLACEHOLDER = re.compile(r"\{[a-z_]+(:-?\d+:-?\d+)?\}(?!->)")

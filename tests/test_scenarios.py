@@ -9,7 +9,7 @@ import pytest
 
 from llmload.errors import ConfigError
 from llmload.options import parse_run_args
-from llmload.scenarios import Cell, Scenario, ScenarioError, load_scenario
+from llmload.sweep.scenarios import Cell, Scenario, ScenarioError, load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SHIPPED = {"h100-grid": 90, "a100-l4": 30, "output-tokens": 6, "max-tokens": 4, "a100-tuning": 6}

@@ -13,10 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from llmload.server_metrics import (
+from llmload.results.server_metrics import (
     METRICS_SCHEMA_VERSION,
     MetricsSample,
-    MetricsSampler,
     MetricsSummary,
     parse_prometheus,
     read_samples,
@@ -24,6 +23,7 @@ from llmload.server_metrics import (
     summarize_samples,
 )
 from llmload.sim import start_sim, stop_sim
+from llmload.sweep.sampler import MetricsSampler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -269,7 +269,8 @@ def test_sampler_under_gevent(sim_url, tmp_path):
         "from gevent import monkey; monkey.patch_all()\n"
         "import sys, time, threading\n"
         "from pathlib import Path\n"
-        "from llmload.server_metrics import MetricsSampler, read_samples\n"
+        "from llmload.results.server_metrics import read_samples\n"
+        "from llmload.sweep.sampler import MetricsSampler\n"
         "assert threading.Thread.__module__.startswith('gevent'), threading.Thread.__module__\n"
         "s = MetricsSampler(sys.argv[1], Path(sys.argv[2]), interval_s=0.1)\n"
         "s.start(); time.sleep(0.55); s.stop()\n"

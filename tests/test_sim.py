@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from llmload.errors import ServerError
-from llmload.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
+from llmload.promptsets.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
 from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
 from llmload.sim.engine import DONE, Engine, plan_output
 from llmload.sim.profiles import sample_lengths

@@ -2,7 +2,7 @@
 
 import pytest
 
-from llmload.sse import ChunkedDecoder, ProtocolError, SSEDecoder
+from llmload.client.sse import ChunkedDecoder, ProtocolError, SSEDecoder
 
 
 def chunked(*pieces: bytes) -> bytes:

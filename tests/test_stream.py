@@ -1,6 +1,6 @@
 """Chunk shapes to records: every delta shape vLLM and its peers send."""
 
-from llmload.stream import StreamAccumulator
+from llmload.client.accumulator import StreamAccumulator
 
 START = 100.0
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from llmload.tokens import harmony_encoding, harmony_text, o200k_base_file, prompt_tokens, text_tokens
+from llmload.promptsets.tokens import harmony_encoding, harmony_text, o200k_base_file, prompt_tokens, text_tokens
 
 MESSAGES = [
     [{"role": "user", "content": "Hello there, summarise this."}],
@@ -51,7 +51,7 @@ def test_plain_text_counts():
 def test_missing_tokenizer_data_is_one_clear_error(tmp_path):
     code = (
         "import sys; sys.modules['bpe_openai'] = None\n"
-        "from llmload.tokens import o200k_base_file\n"
+        "from llmload.promptsets.tokens import o200k_base_file\n"
         "try:\n    o200k_base_file()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "LLMLOAD_CACHE": str(tmp_path)})

@@ -12,9 +12,10 @@ import urllib.request
 import pytest
 
 from conftest import run_cli
-from llmload.records import read_records
-from llmload.server_metrics import MetricsSampler, read_samples, summarize_samples
-from llmload.tokens import prompt_tokens
+from llmload.results.records import read_records
+from llmload.results.server_metrics import read_samples, summarize_samples
+from llmload.sweep.sampler import MetricsSampler
+from llmload.promptsets.tokens import prompt_tokens
 from llmload.vllm_cpu.launcher import start, stop
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import NoReturn
 
 from llmload.processes import raise_fd_limit
-from llmload.tokens import harmony_encoding
+from llmload.promptsets.tokens import harmony_encoding
 
 from .engine import Engine
 from .loop import new_event_loop

@@ -6,9 +6,7 @@ import math
 import random
 from dataclasses import dataclass
 
-
-class ProfileError(ValueError):
-    """An unknown or impossible (gpu, model) combination was requested."""
+from llmload.errors import ProfileError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Prompt token counting (exact, llmload.tokens) and the synthetic output vocabulary."""
+"""Prompt token counting (exact, llmload.promptsets.tokens) and the synthetic output vocabulary."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from functools import lru_cache
 
-from llmload.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
+from llmload.promptsets.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
 
 def _content_text(content: Any) -> str:
     """Flatten OpenAI message content (string, list of parts, or None) to text."""

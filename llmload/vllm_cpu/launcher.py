@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmload.errors import ConfigError
-from llmload.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
+from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
 __all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "model_folder", "start", "stop",
            "training_prose"]

@@ -8,11 +8,9 @@ are dropped.
 
 from __future__ import annotations
 
+from llmload.errors import ProtocolError
+
 __all__ = ["ChunkedDecoder", "SSEDecoder", "ProtocolError"]
-
-
-class ProtocolError(ValueError):
-    """The byte stream is not valid chunked coding."""
 
 
 class ChunkedDecoder:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.metrics import tpot_s
-from llmload.records import RequestRecord
+from llmload.results.summary import tpot_s
+from llmload.results.records import RequestRecord
 
 __all__ = ["StreamAccumulator"]
 

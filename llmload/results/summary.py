@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from llmload.records import RequestRecord
+from llmload.results.records import RequestRecord
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize"]
 

@@ -17,8 +17,8 @@ import numpy as np
 import orjson
 
 from llmload.errors import ConfigError
-from llmload.promptgen import SIZES, Template, generate_set, load_templates
-from llmload.tokens import harmony_encoding, harmony_text
+from llmload.promptsets.generate import SIZES, Template, generate_set, load_templates
+from llmload.promptsets.tokens import harmony_encoding, harmony_text
 
 __all__ = ["SetStats", "write_prompt_sets", "shared_prefix_tokens"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from llmload.client_raw import server_root
+from llmload.client.raw import server_root
 from llmload.errors import ServerError
 
 __all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "tokenize_count"]

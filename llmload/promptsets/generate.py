@@ -3,7 +3,7 @@
 A template folder holds ``prompt.LANG.j2`` (the whole user message: shared instructions, a header
 from ``ctx``, then ``units``), ``unit.LANG.j2`` (one unit: a support message, a review, a log line)
 and ``pools.LANG.json`` (the lists ``ctx`` and each unit ``u`` are drawn from). A prompt grows by
-natural means, more units, until its count as vLLM sees it (llmload.tokens) is at the target.
+natural means, more units, until its count as vLLM sees it (llmload.promptsets.tokens) is at the target.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator, Sequence
 import jinja2
 import orjson
 
-from llmload.errors import ConfigError
-from llmload.tokens import prompt_tokens, text_tokens
+from llmload.errors import ConfigError, TemplateError
+from llmload.promptsets.tokens import prompt_tokens, text_tokens
 
 __all__ = ["SIZES", "TOLERANCE", "Template", "TemplateError", "load_templates", "generate_prompt", "generate_set"]
 
@@ -27,10 +27,6 @@ TOLERANCE = 0.01
 _BATCH = 8  # units rendered per Jinja call
 _FILL_CANDIDATES = 12  # units tried for the last slot, to land on the target
 _MAX_ADJUSTMENTS = 20
-
-
-class TemplateError(ConfigError):
-    """A template or its pools cannot be used; the message names the file and line."""
 
 
 @dataclass(frozen=True)

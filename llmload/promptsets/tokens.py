@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 from unittest import mock
 
-from llmload.errors import ConfigError
+from llmload.errors import TokenizerDataError
 
 __all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
 
@@ -29,10 +29,6 @@ _CUTOFF = "2024-06"
 _CHANNELS = "# Valid channels: analysis, commentary, final. Channel must be included for every message."
 # Every YYYY-MM-DD date has the same token length, so counts do not depend on the day.
 DEFAULT_DATE = "2025-08-05"
-
-
-class TokenizerDataError(ConfigError):
-    """The o200k_base data is missing or damaged."""
 
 
 def cache_dir() -> Path:

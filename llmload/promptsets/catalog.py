@@ -76,7 +76,7 @@ def _count(text: str, spec: str) -> int:
 @lru_cache(maxsize=8)
 def load_prompt_set(spec: str, seed: int = 0) -> tuple[Prompt, ...]:
     """The prompts named by a PROMPTS spec (see the module docstring)."""
-    from llmload import datasets  # lazy: it loads the tokenizer
+    from llmload.promptsets import workloads as datasets  # lazy: it loads the tokenizer
 
     if spec == BUILTIN:
         data = resources.files("llmload").joinpath("data/builtin_prompts.jsonl").read_bytes()

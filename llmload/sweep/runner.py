@@ -24,18 +24,16 @@ import orjson
 
 from llmload import options as opts
 from llmload.errors import ConfigError
-from llmload.preflight import probe_server
+from llmload.loadtest.preflight import probe_server
 from llmload.processes import die_with_parent
-from llmload.scenarios import Cell, Scenario
-from llmload.server_metrics import MetricsSampler, read_samples, summarize_samples
-from llmload.storage import SUMMARY_FILE, read_summary
-from llmload.target import target
+from llmload.sweep.scenarios import Cell, Scenario
+from llmload.results.server_metrics import read_samples, summarize_samples
+from llmload.sweep.sampler import MetricsSampler
+from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
+from llmload.loadtest.target import target
 
-__all__ = ["CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "run_sweep", "cell_row", "write_cells_csv"]
+__all__ = ["run_sweep", "cell_row", "write_cells_csv"]
 
-CELL_FILE = "cell.json"
-METRICS_FILE = "server_metrics.jsonl"
-SCENARIO_FILE = "scenario.json"
 CELL_SCHEMA_VERSION = 1
 _SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
 
@@ -191,8 +189,8 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
 
 def _write_missing_prompt_sets(cells: list[Cell], progress: Callable[[str], None]) -> None:
     """Generate the 2k/4k/8k sets the cells need and prompts/ lacks, as `make load` would."""
-    from llmload.prompts import GENERATED, GENERATED_DIR
-    from llmload.promptsets import write_prompt_sets
+    from llmload.promptsets.catalog import GENERATED, GENERATED_DIR
+    from llmload.promptsets.write import write_prompt_sets
 
     missing = sorted({c.settings.get("PROMPTS", "") for c in cells} & set(GENERATED))
     missing = [size for size in missing if not (GENERATED_DIR / f"{size}.jsonl").exists()]

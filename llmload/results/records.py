@@ -13,7 +13,7 @@ from typing import Iterator
 
 import orjson
 
-from llmload.jsonl import iter_json_lines
+from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records"]
 

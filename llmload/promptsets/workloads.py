@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from llmload.errors import PromptSetError
-from llmload.tokens import harmony_encoding, prompt_tokens, text_tokens
+from llmload.promptsets.tokens import harmony_encoding, prompt_tokens, text_tokens
 
 __all__ = ["sharegpt_prompts", "random_prompts"]
 

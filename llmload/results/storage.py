@@ -15,13 +15,18 @@ from typing import Any
 import orjson
 
 from llmload.errors import ConfigError
-from llmload.metrics import Summary
-from llmload.records import RequestRecord
+from llmload.results.summary import Summary
+from llmload.results.records import RequestRecord
 
-__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary"]
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.json"
+CELL_FILE = "cell.json"
+"""A sweep cell is complete when this marker exists."""
+METRICS_FILE = "server_metrics.jsonl"
+SCENARIO_FILE = "scenario.json"
 
 
 class SampleWriter:

@@ -30,13 +30,12 @@ from typing import Any
 
 import yaml
 
-from llmload.errors import ConfigError
-from llmload.options import OPTIONS, Option, parse_duration_s, parse_run_args, parse_settings
+from llmload.errors import ConfigError, ScenarioError
+from llmload.options import OPTIONS, RUNNER_KEYS, Option, parse_duration_s, parse_run_args, parse_settings
 
-__all__ = ["Cell", "Scenario", "ScenarioError", "SCENARIO_OPTIONS", "RUNNER_KEYS", "load_scenario"]
+__all__ = ["Cell", "Scenario", "SCENARIO_OPTIONS", "load_scenario"]
 
 TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
-RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
 _LOAD_MODEL = (
     Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS: the maximum concurrency); 0: DURATION decides"),
     Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent before the cell's clock starts, not measured"),
@@ -46,10 +45,6 @@ SCENARIO_OPTIONS: tuple[Option, ...] = tuple(o for o in _LOAD_MODEL if o.key not
 _ONLY = {o.key for o in SCENARIO_OPTIONS}
 _BY_KEY = {o.key: o for o in (*OPTIONS, *SCENARIO_OPTIONS)}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class ScenarioError(ConfigError):
-    """A scenario file is wrong: one line naming the file, the key, the value and what is allowed."""
 
 
 class _Bad(Exception):

@@ -10,19 +10,13 @@ import time
 import uuid
 from typing import Any, Callable, Protocol
 
-from llmload.records import RequestRecord
-from llmload.stream import StreamAccumulator
+from llmload.client.accumulator import StreamAccumulator
+from llmload.client.raw import RawChatClient
+from llmload.client.sdk import OpenAIChatClient
+from llmload.errors import RequestFailed
+from llmload.results.records import RequestRecord
 
-__all__ = ["ChatClient", "RequestFailed", "CLIENTS", "make_client", "measure_request"]
-
-
-class RequestFailed(Exception):
-    """A request failed; ``category`` is the RequestRecord error category."""
-
-    def __init__(self, category: str, detail: str = "") -> None:
-        super().__init__(f"{category}: {detail}" if detail else category)
-        self.category = category
-        self.detail = detail
+__all__ = ["ChatClient", "CLIENTS", "make_client", "measure_request"]
 
 
 class ChatClient(Protocol):
@@ -33,19 +27,7 @@ class ChatClient(Protocol):
     def close(self) -> None: ...
 
 
-def _raw(base_url: str, api_key: str, timeout_s: float) -> ChatClient:
-    from llmload.client_raw import RawChatClient
-
-    return RawChatClient(base_url, api_key, timeout_s)
-
-
-def _openai(base_url: str, api_key: str, timeout_s: float) -> ChatClient:
-    from llmload.client_openai import OpenAIChatClient
-
-    return OpenAIChatClient(base_url, api_key, timeout_s)
-
-
-CLIENTS: dict[str, Callable[[str, str, float], ChatClient]] = {"raw": _raw, "openai": _openai}
+CLIENTS: dict[str, Callable[[str, str, float], ChatClient]] = {"raw": RawChatClient, "openai": OpenAIChatClient}
 
 
 def make_client(name: str, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> ChatClient:

@@ -11,9 +11,9 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from llmload.client_raw import server_root
-from llmload.clients import RequestFailed
-from llmload.stream import StreamAccumulator
+from llmload.client.raw import server_root
+from llmload.errors import RequestFailed
+from llmload.client.accumulator import StreamAccumulator
 
 __all__ = ["OpenAIChatClient"]
 

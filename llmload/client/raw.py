@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from llmload.clients import RequestFailed
-from llmload.sse import ChunkedDecoder, ProtocolError, SSEDecoder
-from llmload.stream import StreamAccumulator
+from llmload.client.sse import ChunkedDecoder, SSEDecoder
+from llmload.errors import ProtocolError, RequestFailed
+from llmload.client.accumulator import StreamAccumulator
 
 __all__ = ["RawChatClient", "split_base_url", "server_root"]
 

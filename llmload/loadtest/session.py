@@ -1,0 +1,94 @@
+"""One test, from Locust's test_start to test_stop: its options, prompts, files and live statistics."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+from llmload import options as opts
+from llmload.client.body import ChatOptions
+from llmload.errors import LoadTestError
+from llmload.loadtest.budget import RequestBudget
+from llmload.loadtest.live import LiveStats
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.results.records import RequestRecord, read_records
+from llmload.results.storage import SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
+from llmload.results.summary import summarize
+
+__all__ = ["RunSession", "current_session"]
+
+
+def current_session(environment: Any) -> "RunSession | None":
+    """The session of the test running in ``environment``; None before one starts or when it failed to."""
+    return getattr(environment, "llmload_session", None)
+
+
+class RunSession:
+    """One test (from test_start to test_stop): its options, prompts, files and live stats."""
+
+    def __init__(self, environment: Any) -> None:
+        o = environment.parsed_options
+        self.host = (environment.host or o.host).rstrip("/")
+        if not self.host:
+            raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
+        self.api_key = opts.api_key(o)
+        info = probe_server(self.host, self.api_key)
+        model = resolve_model(o.model, info)
+        continuous = continuous_usage(o.continuous_usage, info)
+        self.chat = ChatOptions(model=model, effort=o.effort, max_tokens=o.max_tokens, temperature=o.temperature,
+                                continuous_usage=continuous, extra_body=opts.extra_body(o))
+        self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
+        self.in_sequence = o.order == "sequence"
+        runner = environment.runner
+        self.budget = RequestBudget(o.warmup_requests, o.requests, runner.quit if o.headless else runner.stop)
+        self.nonce = o.nonce == "on"
+        self._next_prompt = 0
+        self.client_name = o.client
+        self.timeout_s = o.request_timeout
+        self.seed = o.seed
+        self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
+                       "server_version": info.version, "users": environment.runner.target_user_count or o.num_users}
+        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
+        self.run_dir = fresh_run_dir(base)
+        self.config["out"] = str(self.run_dir)
+        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE)
+        self.writer.start()
+        (self.run_dir / "config.json").write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
+        self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
+        self.users_started = 0
+
+    def next_prompt(self, rng: random.Random) -> Prompt:
+        """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
+        if not self.in_sequence:
+            return rng.choice(self.prompts)
+        prompt = self.prompts[self._next_prompt % len(self.prompts)]
+        self._next_prompt += 1
+        return prompt
+
+    def add(self, record: RequestRecord) -> None:
+        self.writer.add(record)
+        if self.live is not None:
+            self.live.add(record)
+
+    def finish(self, environment: Any) -> None:
+        self.writer.close()
+        write_summary(self.run_dir, summarize(read_records(self.writer.path), self.config))
+        _write_locust_csv(environment, self.run_dir)
+
+
+def _write_locust_csv(environment: Any, run_dir: Path) -> None:
+    """Locust's request and failure tables as they stand at the end of the test.
+
+    Locust's own --csv writer refreshes once a second and is closed without a last write, so it
+    misses requests that finish while in-flight streams drain; these files have them all.
+    """
+    tables = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for name, write in (("locust_stats.csv", tables.requests_csv), ("locust_failures.csv", tables.failures_csv)):
+        with (run_dir / name).open("w", newline="") as f:
+            write(csv.writer(f))

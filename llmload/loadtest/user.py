@@ -1,0 +1,119 @@
+"""Locust wiring: the suite's options, the streaming user, and the hooks that start and end a run.
+
+Each completed request fires exactly one Locust request event (response_time = E2E in ms,
+response_length = output tokens), so Locust's Requests/s and median response time are the
+study's figures. Streaming metrics go to samples.jsonl and to their own web UI table, never
+into Locust's request stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import gevent
+from locust import User, constant, events, task
+from locust.exception import StopUser
+
+from llmload import options as opts
+from llmload.client.body import chat_body
+from llmload.client.measure import make_client, measure_request
+from llmload.errors import LoadTestError, RequestFailed
+from llmload.loadtest.live import install_streaming_tab
+from llmload.loadtest.session import RunSession, current_session
+
+__all__ = ["ChatUser"]
+
+logger = logging.getLogger("llmload")
+REQUEST_NAME = "/v1/chat/completions"
+
+
+class ChatUser(User):
+    """A closed-loop user: streams one chat completion after another, no wait between them."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        session = current_session(self.environment)
+        self.session = session
+        if session is None:
+            return  # the test did not start (its error is logged); chat() stops this user
+        session.users_started += 1
+        self.rng = random.Random(session.seed * 1_000_003 + session.users_started)
+        self.client = make_client(session.client_name, session.host, session.api_key, session.timeout_s)
+
+    def on_stop(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+
+    @task
+    def chat(self) -> None:
+        session = self.session
+        ticket = session.budget.take() if session is not None else None
+        if ticket is None:
+            raise StopUser()
+        warmup = session.budget.is_warmup(ticket)
+        if not warmup:
+            session.budget.warmed_up.wait()
+        prompt = session.next_prompt(self.rng)
+        nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
+        body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
+        record = measure_request(self.client, body, prompt.id, session.add, warmup)
+        session.budget.done(ticket)
+        if warmup:
+            return  # warm-ups stay out of Locust's statistics too
+        self.environment.events.request.fire(
+            request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
+            response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},
+            exception=None if record.ok else RequestFailed(record.error or "", record.error_detail or ""),
+        )
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser: Any, **_: Any) -> None:
+    opts.add_suite_options(parser, web_ui=True)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Any, **_: Any) -> None:
+    environment.llmload_session = None
+    try:
+        environment.llmload_session = RunSession(environment)
+    except LoadTestError as e:
+        logger.error("error: %s", e)
+        if environment.runner is not None:
+            gevent.spawn(environment.runner.quit if environment.parsed_options.headless else environment.runner.stop)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    session = current_session(environment)
+    if session is not None:
+        session.finish(environment)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    session = current_session(environment)
+    if session is not None:
+        session.writer.flush()
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
+    if environment.web_ui:
+        install_streaming_tab(environment.web_ui, lambda: _live(environment))
+
+
+def _clear_live(environment: Any) -> None:
+    live = _live(environment)
+    if live is not None:
+        live.clear()
+
+
+def _live(environment: Any) -> Any:
+    session = current_session(environment)
+    return session.live if session is not None else None

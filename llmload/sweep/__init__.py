@@ -1,0 +1,1 @@
+"""Scenarios (grids of load tests), the resumable runner, and the server-metrics sampler."""

@@ -39,13 +39,13 @@ prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
 	$(PY) -m llmload prompts SIZES=$*
 
 serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL, PORT
-	$(PY) -m llmload.sim --gpu $(or $(GPU),h100) --model $(or $(MODEL),gpt-oss-20b) --port $(or $(PORT),8000)
+	$(PY) -m llmload.sim $(SETTINGS)
 
 serve-vllm-cpu: $(VENV)/.installed  ## a real vLLM (CPU build) serving MODEL=tiny-gptoss|tiny-llama on 127.0.0.1:PORT
-	$(PY) -m llmload.vllm_cpu serve --model $(or $(MODEL),tiny-gptoss) --port $(or $(PORT),8000)
+	$(PY) -m llmload.vllm_cpu serve $(SETTINGS)
 
 stop-vllm-cpu: $(VENV)/.installed
-	$(PY) -m llmload.vllm_cpu stop --port $(or $(PORT),8000)
+	$(PY) -m llmload.vllm_cpu stop $(SETTINGS)
 
 vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, built into ~/.cache/llmload once
 	$(PY) -m llmload.vllm_cpu build --model tiny-gptoss --model tiny-llama

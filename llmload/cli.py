@@ -24,7 +24,7 @@ from llmload import options as opts
 from llmload.errors import ConfigError, LoadTestError
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
 from llmload.processes import die_with_parent
-from llmload.promptsets.catalog import load_prompt_set
+from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set
 from llmload.results.report import format_result
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
 from llmload.loadtest.target import target
@@ -104,7 +104,7 @@ def _prompts(settings: Sequence[str]) -> int:
 
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
     sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
-    out = Path(options.out)
+    out = Path(options.out) if options.out else GENERATED_DIR
     for stats in write_prompt_sets(sizes, options.count, options.seed, Path(options.templates), out):
         print(f"{out}/{stats.size}.jsonl: {stats.count} prompts, {stats.prompt_tokens_min}-{stats.prompt_tokens_max} tokens "
               f"(target {stats.target_tokens}, within {stats.max_deviation_ratio:.2%}), "

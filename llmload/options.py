@@ -1,9 +1,11 @@
-"""Every run option, defined once: the Makefile's KEY=VALUE, the CLI's flags, Locust's parser and web UI.
+"""Every setting of every command, defined once in TABLE: the Makefile's KEY=VALUE, the CLI's flags,
+Locust's parser and web UI, scenarios, the built-in target and the vLLM CPU launcher.
 
 ``make load GPU=a100 USERS=8`` passes ``GPU=a100 USERS=8`` to ``python -m llmload load``, which
 turns each KEY=VALUE into its flag. Options Locust itself owns (host, users, spawn rate, run
 time, stop timeout) keep Locust's flags; the rest are added to Locust's parser from this table,
-with typed defaults so the web UI can cast what is typed into its form.
+with typed defaults so the web UI can cast what is typed into its form. Each option lists the
+commands that take it; summary.json's ``config`` records a run's options under ``config_name``.
 """
 
 from __future__ import annotations
@@ -19,18 +21,23 @@ import orjson
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "EFFORTS", "add_suite_options", "settings_to_argv", "parse_settings", "parse_run_args",
-    "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
+    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
+    "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
 ]
 
 EFFORTS = ("low", "medium", "high", "none")
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
 """Settings that say where and how a sweep runs, not what a cell measures: given to the sweep, never written in a scenario."""
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
+"""Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``)."""
+_RUN = ("load", "ui")
+_RUN_AND_SWEEP = ("load", "ui", "sweep")
 
 
 @dataclass(frozen=True)
 class Option:
-    """One run option."""
+    """One setting, defined once for every command that takes it."""
 
     key: str
     """The Makefile variable and KEY=VALUE name."""
@@ -43,53 +50,97 @@ class Option:
     locust_flag: str | None = None
     """Set when Locust defines the option itself (then ``flag`` is Locust's long flag)."""
     secret: bool = False
+    commands: tuple[str, ...] = _RUN
+    """The commands that take it (see COMMANDS)."""
+    value_type: type | None = None
+    """The type when ``default`` is None (an option that is off unless given)."""
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("HOST", "--host", "host", "", "server root, e.g. http://127.0.0.1:8000; empty starts the built-in target", locust_flag="--host"),
-    Option("GPU", "--gpu", "gpu", "h100", "GPU label; without HOST, the GPU the built-in target plays"),
-    Option("MODEL", "--model", "model", "", "model to request; empty takes the one the server serves"),
+# Defaults that are empty are filled from other values where they are used, as each help says.
+TABLE: tuple[Option, ...] = (
+    Option("HOST", "--host", "host", "", "server root, e.g. http://127.0.0.1:8000; empty starts the built-in target "
+           "(a sweep: each cell's GPU and MODEL)", locust_flag="--host", commands=_RUN_AND_SWEEP),
+    Option("GPU", "--gpu", "gpu", "h100", "GPU label; without HOST, the GPU the built-in target plays",
+           commands=("load", "ui", "serve-sim")),
+    Option("MODEL", "--model", "model", "", "model to request; empty takes the one the server serves (the built-in "
+           "target: gpt-oss-20b; make serve-vllm-cpu: tiny-gptoss); VERIFY: the model named in /tokenize",
+           commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu")),
     Option("EFFORT", "--effort", "effort", "medium", "reasoning_effort sent (none leaves it out)", choices=EFFORTS),
     Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u"),
     Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r"),
     Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)"),
-    Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: builtin or a path to a prompts JSONL file"),
+    Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: 2k, 4k, 8k (generated), a prompts JSONL path, "
+           "sharegpt:PATH[:N], random:IN:OUT[:N], or builtin"),
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
     Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides"),
     Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)"),
-    Option("SPEEDUP", "--speedup", "speedup", 1.0, "the built-in target runs N times faster (without HOST, or a HOST started with --speedup N); DURATION is divided by N"),
+    Option("SPEEDUP", "--speedup", "speedup", 1.0, "the built-in target runs N times faster (without HOST, or a HOST "
+           "started with SPEEDUP=N); DURATION is divided by N", commands=("load", "ui", "sweep", "serve-sim")),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s"),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
-    Option("OUT", "--out", "out", "", "the run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>)"),
+    Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
+           "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts)",
+           commands=("load", "ui", "sweep", "prompts")),
     Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent"),
     Option("EXTRA_BODY", "--extra-body", "extra_body", "", "JSON object merged into every request body"),
     Option("CONTINUOUS_USAGE", "--continuous-usage", "continuous_usage", "auto", "ask for usage on every chunk (auto: when the server is vLLM)", choices=("auto", "on", "off")),
     Option("REQUEST_TIMEOUT", "--request-timeout", "request_timeout", 600.0, "seconds a request may wait for data before it fails"),
-    Option("SEED", "--seed", "seed", 0, "seed of the random prompt choice"),
-    Option("API_KEY", "--api-key", "api_key", "", "API key (default: $OPENAI_API_KEY)", secret=True),
+    Option("SEED", "--seed", "seed", 0, "seed: of each user's random prompt choice; prompts: a set depends only on it, "
+           "the templates and the size; serve-sim: of output lengths and faults",
+           commands=("load", "ui", "prompts", "serve-sim")),
+    Option("API_KEY", "--api-key", "api_key", "", "API key (default: $OPENAI_API_KEY)", secret=True,
+           commands=("load", "ui", "prompts", "sweep")),
+    # prompts
+    Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)", commands=("prompts",)),
+    Option("COUNT", "--count", "count", 5000, "prompts per set", commands=("prompts",)),
+    Option("TEMPLATES", "--templates", "templates", "templates", "folder of task templates", commands=("prompts",)),
+    Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set", commands=("prompts",)),
+    # sweep
+    Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
+    Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",)),
+    # the built-in target and the vLLM CPU server
+    Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu")),
+    Option("BIND", "--host", "host", "127.0.0.1", "loopback address the built-in target listens on", commands=("serve-sim",)),
+    Option("FIXED_TTFT_MS", "--fixed-ttft-ms", "fixed_ttft_ms", None, "exact time to first token after admission, replacing the model",
+           commands=("serve-sim",), value_type=float),
+    Option("FIXED_ITL_MS", "--fixed-itl-ms", "fixed_itl_ms", None, "exact inter-token latency; 0 sends tokens as fast as possible",
+           commands=("serve-sim",), value_type=float),
+    Option("FAIL_RATE", "--fail-rate", "fail_rate", 0.0, "fraction of requests answered 500 (fault injection)", commands=("serve-sim",)),
+    Option("DISCONNECT_RATE", "--disconnect-rate", "disconnect_rate", 0.0, "fraction of requests whose connection is closed mid-stream",
+           commands=("serve-sim",)),
+    Option("SEND_LOG", "--send-log", "send_log", None, "append per-token send times of streamed requests as JSON lines to this file",
+           commands=("serve-sim",), value_type=str),
 )
 
-PROMPT_OPTIONS: tuple[Option, ...] = (
-    Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)"),
-    Option("COUNT", "--count", "count", 5000, "prompts per set"),
-    Option("SEED", "--seed", "seed", 0, "seed; a set depends only on it, the templates and the size"),
-    Option("TEMPLATES", "--templates", "templates", "templates", "folder of task templates"),
-    Option("OUT", "--out", "out", "prompts", "folder the sets are written to"),
-    Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set"),
-    Option("MODEL", "--model", "model", "", "model named in VERIFY's /tokenize requests (empty: the one served)"),
-    Option("API_KEY", "--api-key", "api_key", "", "API key for VERIFY (default: $OPENAI_API_KEY)", secret=True),
-)
+
+def options_for(command: str) -> tuple[Option, ...]:
+    """The options ``command`` takes, in table order."""
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}")
+    return tuple(o for o in TABLE if command in o.commands)
 
 
-SWEEP_OPTIONS: tuple[Option, ...] = (
-    Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml"),
-    Option("HOST", "--host", "host", "", "server root; empty runs each cell against the built-in target playing its GPU and MODEL"),
-    Option("OUT", "--out", "out", "", "the sweep's folder (default results/<scenario name>); rerunning resumes it"),
-    Option("SPEEDUP", "--speedup", "speedup", 1.0, "without HOST: the built-in target runs N times faster, each cell takes DURATION/N"),
-    Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics"),
-)
+OPTIONS = options_for("load")
+"""A run's options (load and ui take the same)."""
+PROMPT_OPTIONS = options_for("prompts")
+SWEEP_OPTIONS = options_for("sweep")
+SIM_OPTIONS = options_for("serve-sim")
+VLLM_CPU_OPTIONS = options_for("vllm-cpu")
+
+
+def option_by_key(key: str) -> Option:
+    """The table's option named ``key`` (ConfigError when there is none)."""
+    for option in TABLE:
+        if option.key == key:
+            return option
+    raise ConfigError(f"unknown setting {key}; known settings: {', '.join(o.key for o in TABLE)}")
+
+
+def config_name(option: Option) -> str:
+    """The option's name in summary.json's ``config`` (its dest; Locust's num_users is recorded as users)."""
+    return "users" if option.dest == "num_users" else option.dest
 
 
 def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False,
@@ -99,7 +150,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         if o.locust_flag and not include_locust:
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]
-        kwargs: dict[str, Any] = dict(dest=o.dest, type=type(o.default), default=o.default, help=o.help)
+        kwargs: dict[str, Any] = dict(dest=o.dest, type=o.value_type or type(o.default), default=o.default, help=o.help)
         if o.choices:
             kwargs["choices"] = o.choices
         if web_ui:
@@ -210,8 +261,7 @@ def extra_body(options: Any) -> dict[str, Any]:
 
 def run_config(options: Any) -> dict[str, Any]:
     """The run's options as recorded in summary.json (the API key left out)."""
-    config = {o.dest: getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret}
-    config["users"] = config.pop("num_users")
+    config = {config_name(o): getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret}
     config["duration_s"] = parse_duration_s(str(config["run_time"])) if config["run_time"] else None
     config["extra_body"] = _extra_body(config["extra_body"])
     return config

@@ -19,17 +19,18 @@ import orjson
 from llmload.errors import ResultsError
 
 from llmload.results.jsonl import iter_json_lines
-from llmload.options import RUNNER_KEYS
+from llmload.options import RUNNER_KEYS, config_name, option_by_key
 from llmload.results.server_metrics import MetricsSample, read_samples
-from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE
+from llmload.results.summary import check_metric_path
+from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version
 
-__all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_FIELDS", "SERVER_KEYS"]
+__all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
 SERVER_KEYS = ("GPU", *RUNNER_KEYS)
 """Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
-WORKLOAD_FIELDS = ("model", "prompts", "effort", "users", "max_tokens", "requests", "warmup_requests",
-                   "order", "nonce", "temperature", "seed", "extra_body", "client")
-"""The run options (summary.json's config) that define a workload; a cell's GPU and server are not among them."""
+WORKLOAD_KEYS = ("MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS", "REQUESTS", "WARMUP_REQUESTS",
+                 "ORDER", "NONCE", "TEMPERATURE", "SEED", "EXTRA_BODY", "CLIENT")
+"""The settings that define a workload; a cell's GPU and server are not among them."""
 
 
 def _short_model(model: Any) -> str:
@@ -65,41 +66,53 @@ class Cell:
     def config(self) -> dict[str, Any]:
         return self.summary.get("config") or {}
 
+    def value(self, key: str) -> Any:
+        """A setting by its KEY (``GPU``): as the run recorded it, else as the scenario set it, else None."""
+        recorded = self.config.get(config_name(option_by_key(key)))
+        if recorded not in (None, ""):
+            return recorded
+        return self.settings.get(key) or (self.server.get("gpu") if key == "GPU" else None)
+
     @property
     def gpu(self) -> str:
-        return str(self.config.get("gpu") or self.settings.get("GPU") or self.server.get("gpu") or "?")
+        return str(self.value("GPU") or "?")
 
     @property
     def model(self) -> str:
-        return _short_model(self.config.get("model") or self.settings.get("MODEL"))
+        return _short_model(self.value("MODEL"))
 
     @property
     def prompts(self) -> str:
-        value = str(self.config.get("prompts") or self.settings.get("PROMPTS") or "?")
+        value = str(self.value("PROMPTS") or "?")
         return Path(value).stem if "/" in value and ":" not in value else value
 
     @property
     def effort(self) -> str:
-        return str(self.config.get("effort") or self.settings.get("EFFORT") or "?")
+        return str(self.value("EFFORT") or "?")
 
     @property
     def users(self) -> int:
-        return int(self.config.get("users") or self.settings.get("USERS") or 0)
+        return int(self.value("USERS") or 0)
 
     @property
     def max_tokens(self) -> int:
-        return int(self.config.get("max_tokens") or self.settings.get("MAX_TOKENS") or 0)
+        return int(self.value("MAX_TOKENS") or 0)
 
     def workload(self) -> tuple[tuple[str, str], ...]:
         """What the cell measured, without where it ran: equal for the same cell on two servers."""
         out = []
-        for name in WORKLOAD_FIELDS:
-            value = self.model if name == "model" else self.prompts if name == "prompts" else self.config.get(name)
-            out.append((name, json.dumps(value, sort_keys=True)))
+        for key in WORKLOAD_KEYS:
+            value = self.model if key == "MODEL" else self.prompts if key == "PROMPTS" else self.config.get(config_name(option_by_key(key)))
+            out.append((key, json.dumps(value, sort_keys=True)))
         return tuple(out)
 
     def metric(self, path: str) -> float | None:
-        """A summary number by dotted path (``response_time_ms.median``); None when absent."""
+        """A summary number by dotted path (``response_time_ms.median``); None when this run has none.
+
+        A path that names no Summary field raises ResultsError: a misspelt metric must not silently
+        leave a figure empty.
+        """
+        check_metric_path(path)
         value: Any = self.summary
         for part in path.split("."):
             if not isinstance(value, dict) or part not in value:
@@ -155,12 +168,14 @@ class Results:
 def _check_summary(summary: Any, path: Path) -> dict[str, Any]:
     if not isinstance(summary, dict) or "response_time_ms" not in summary or not isinstance(summary.get("config", {}), dict):
         raise ResultsError(f"{path}: not a run summary (no response_time_ms)")
+    check_schema_version(summary, path)
     return summary
 
 
 def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
-    pairs = {"GPU": config.get("gpu"), "MODEL": _short_model(config.get("model")), "PROMPTS": config.get("prompts"),
-             "EFFORT": config.get("effort"), "USERS": config.get("users"), "MAX_TOKENS": config.get("max_tokens")}
+    """A lone run's settings by KEY, from the config its summary recorded."""
+    pairs = {key: config.get(config_name(option_by_key(key))) for key in ("GPU", "MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS")}
+    pairs["MODEL"] = _short_model(pairs["MODEL"])
     return {k: str(v) for k, v in pairs.items() if v not in (None, "")}
 
 

@@ -7,9 +7,7 @@ from typing import Any, Iterator
 
 from llmload.errors import ConfigError
 
-__all__ = ["BUILTIN_MODEL", "target"]
-
-BUILTIN_MODEL = "gpt-oss-20b"
+__all__ = ["target"]
 
 
 @contextlib.contextmanager
@@ -19,8 +17,9 @@ def target(options: Any) -> Iterator[str]:
         yield options.host.rstrip("/")
         return
     from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
+    from llmload.sim.profiles import DEFAULT_MODEL
 
-    model = options.model or BUILTIN_MODEL
+    model = options.model or DEFAULT_MODEL
     try:
         lookup_profile(options.gpu, model)
     except ProfileError as e:

@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 
-from llmload.errors import ConfigError
-from llmload.results.summary import Summary
+from llmload.errors import ResultsError
+from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary
 from llmload.results.records import RequestRecord
 
-__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary"]
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version"]
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -87,9 +87,24 @@ def write_summary(run_dir: Path, summary: Summary) -> Path:
     return path
 
 
+def check_schema_version(data: dict[str, Any], path: Path) -> None:
+    """Raise ResultsError when a summary was written by a newer suite (or is no summary at all)."""
+    version = data.get("schema_version")
+    if version != SUMMARY_SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema_version {version!r} is not {SUMMARY_SCHEMA_VERSION}, the one this suite "
+                           "reads; read it with the suite that wrote it")
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json, its schema version checked."""
     path = run_dir / SUMMARY_FILE
     try:
-        return orjson.loads(path.read_bytes())
+        data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: the run wrote no summary") from None
+        raise ResultsError(f"{path} does not exist: the run wrote no summary") from None
+    except orjson.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: not a run summary")
+    check_schema_version(data, path)
+    return data

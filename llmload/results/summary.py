@@ -7,15 +7,18 @@ reports milliseconds, and its field names say so.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from llmload.errors import ResultsError
 from llmload.results.records import RequestRecord
 
-__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize"]
+__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize", "check_metric_path"]
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -112,6 +115,17 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_metric_path(path: str) -> None:
+    """Raise ResultsError unless ``path`` (``ttft_ms.median``) names a Summary field, or one inside it."""
+    owner: Any = Summary
+    for part in path.split("."):
+        hints = typing.get_type_hints(owner) if dataclasses.is_dataclass(owner) else {}
+        if part not in hints:
+            known = ", ".join(f.name for f in dataclasses.fields(owner)) if dataclasses.is_dataclass(owner) else "nothing"
+            raise ResultsError(f"unknown metric {path!r}: {part!r} is not one of {known}")
+        owner = hints[part]
 
 
 def _ratio(part: float, whole: float) -> float | None:

@@ -10,12 +10,14 @@ import signal
 import sys
 from typing import NoReturn
 
+from llmload.errors import ConfigError
+from llmload.options import SIM_OPTIONS, add_suite_options, settings_to_argv
 from llmload.processes import raise_fd_limit
 from llmload.promptsets.tokens import harmony_encoding
 
 from .engine import Engine
 from .loop import new_event_loop
-from .profiles import GPUS, MODELS, ProfileError, lookup_profile
+from .profiles import DEFAULT_MODEL, lookup_profile
 from .sendlog import SendLog
 from .server import SimApp
 
@@ -34,24 +36,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="python -m llmload.sim",
-                description="OpenAI-compatible simulator of vLLM serving gpt-oss.")
-    p.add_argument("--gpu", default="h100", help=f"GPU profile: {', '.join(GPUS)} (default h100)")
-    p.add_argument("--model", default="gpt-oss-20b",
-                   help=f"model: {', '.join(MODELS)}, optional 'openai/' prefix (default gpt-oss-20b)")
-    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default 8000)")
-    p.add_argument("--fixed-ttft-ms", type=float, default=None,
-                   help="exact time to first token after admission, replacing the model")
-    p.add_argument("--fixed-itl-ms", type=float, default=None,
-                   help="exact inter-token latency; 0 sends tokens as fast as possible")
-    p.add_argument("--speedup", type=float, default=1.0, help="divide every duration by this")
-    p.add_argument("--seed", type=int, default=0, help="seed for lengths and faults (default 0)")
-    p.add_argument("--fail-rate", type=float, default=0.0, help="fraction of requests answered 500")
-    p.add_argument("--disconnect-rate", type=float, default=0.0,
-                   help="fraction of requests whose connection is closed mid-stream")
-    p.add_argument("--send-log", default=None, metavar="PATH",
-                   help="append per-token send times of streamed requests as JSON lines")
+    p = _Parser(prog="python -m llmload.sim", description="OpenAI-compatible simulator of vLLM serving gpt-oss. "
+                "Flags or KEY=VALUE settings (make serve-sim GPU=a100 SPEEDUP=5).")
+    add_suite_options(p, include_locust=True, table=SIM_OPTIONS)
     return p
 
 
@@ -117,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse flags, build the engine and serve; returns the process exit code."""
     send_log = None
     try:
-        args = _parser().parse_args(argv)
+        args = _parser().parse_args(settings_to_argv(sys.argv[1:] if argv is None else argv, SIM_OPTIONS))
+        args.model = args.model or DEFAULT_MODEL
         _validate(args)
         profile = lookup_profile(args.gpu, args.model)
         s_per_ms = 1e-3
@@ -131,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 send_log = SendLog(args.send_log)
             except OSError as e:
                 raise _UsageError(f"cannot open --send-log {args.send_log!r}: {e.strerror or e}") from None
-    except (_UsageError, ProfileError) as e:
+    except (_UsageError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     raise_fd_limit()

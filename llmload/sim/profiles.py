@@ -26,6 +26,8 @@ MODEL_PREFIX = "openai/"
 GPUS = ("a100", "h100", "h200", "l4")
 GPU_MEMORY_GB = {"a100": 80, "h100": 80, "h200": 141, "l4": 24}
 MODELS = ("gpt-oss-20b", "gpt-oss-120b")
+DEFAULT_MODEL = MODELS[0]
+"""What the built-in target serves when MODEL is empty."""
 
 # Values derived from vendor specs (memory size/bandwidth, FLOPs) scaled from a
 # published A100 gpt-oss serving report; they are rehearsal estimates, not measurements.

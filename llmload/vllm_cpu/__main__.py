@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from llmload.errors import ConfigError
+from llmload.options import VLLM_CPU_OPTIONS, add_suite_options, settings_to_argv
 from llmload.vllm_cpu.launcher import MODELS, ensure_model, start, stop
 
 
@@ -13,16 +14,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llmload.vllm_cpu")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="build the model if needed, start vLLM, wait for /health")
-    serve.add_argument("--model", choices=MODELS, default=MODELS[0])
-    serve.add_argument("--port", type=int, default=8000)
+    add_suite_options(serve, table=VLLM_CPU_OPTIONS)
     build = commands.add_parser("build", help="install the vLLM venv and build models into the cache")
     build.add_argument("--model", choices=MODELS, action="append", required=True)
     halt = commands.add_parser("stop", help="stop the server started on PORT")
-    halt.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
+    add_suite_options(halt, table=tuple(o for o in VLLM_CPU_OPTIONS if o.key == "PORT"))
+    args = parser.parse_args(settings_to_argv(sys.argv[1:] if argv is None else argv, VLLM_CPU_OPTIONS))
     try:
         if args.command == "serve":
-            server = start(args.model, args.port)
+            if args.model and args.model not in MODELS:
+                raise ConfigError(f"MODEL={args.model} is not a tiny local model; choose {' or '.join(MODELS)}")
+            server = start(args.model or MODELS[0], args.port)
             print(f"vLLM serving {server.model} at {server.base_url} (pid {server.pid}, log {server.log}); "
                   f"stop it with: make stop-vllm-cpu PORT={server.port}")
         elif args.command == "build":

@@ -22,11 +22,14 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
-    "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
 ]
 
-EFFORTS = ("low", "medium", "high", "none")
+REASONING_EFFORTS = ("low", "medium", "high")
+"""gpt-oss's reasoning_effort values."""
+EFFORTS = (*REASONING_EFFORTS, "none")
+"""EFFORT's values: none leaves reasoning_effort out of the request."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
 """Settings that say where and how a sweep runs, not what a cell measures: given to the sweep, never written in a scenario."""
 COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
@@ -128,6 +131,11 @@ PROMPT_OPTIONS = options_for("prompts")
 SWEEP_OPTIONS = options_for("sweep")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
+
+
+def bare_model_name(model: str) -> str:
+    """A model id without its organisation: ``openai/gpt-oss-120b`` -> ``gpt-oss-120b`` (MODEL matches either)."""
+    return model.rsplit("/", 1)[-1]
 
 
 def option_by_key(key: str) -> Option:

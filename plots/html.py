@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from llmload.files import write_atomic
 from plots.figures import FigureData
 from plots.results import Results
 from plots.tables import Table, cells_table
@@ -90,8 +91,4 @@ def write_report(results: Sequence[Results], figures: Sequence[FigureData], out:
         parts.append("<h3>Figures not drawn</h3><ul class=skipped>"
                      + "".join(f"<li>{_e(f.title)}: {_e(f.note)}</li>" for f in skipped) + "</ul>")
     parts.append("</body></html>\n")
-    path = Path(out) / REPORT_FILE
-    partial = path.with_suffix(".html.partial")
-    partial.write_text("\n".join(parts), encoding="utf-8")
-    partial.replace(path)
-    return path
+    return write_atomic(Path(out) / REPORT_FILE, "\n".join(parts))

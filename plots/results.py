@@ -19,7 +19,7 @@ import orjson
 from llmload.errors import ResultsError
 
 from llmload.results.jsonl import iter_json_lines
-from llmload.options import RUNNER_KEYS, config_name, option_by_key
+from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by_key
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import check_metric_path
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version
@@ -35,7 +35,7 @@ WORKLOAD_KEYS = ("MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS", "REQUESTS"
 
 def _short_model(model: Any) -> str:
     text = str(model or "")
-    return text.rsplit("/", 1)[-1] or "(server's)"
+    return bare_model_name(text) or "(server's)"
 
 
 def _read_json(path: Path) -> Any:

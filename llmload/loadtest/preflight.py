@@ -12,6 +12,7 @@ import orjson
 
 from llmload.client.raw import server_root
 from llmload.errors import ServerError
+from llmload.options import bare_model_name
 
 __all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "tokenize_count"]
 
@@ -71,7 +72,7 @@ def resolve_model(requested: str, info: ServerInfo) -> str:
         raise ServerError(f"{info.base_url} serves {len(info.models)} models ({', '.join(info.models) or 'none'}); choose one with MODEL=")
     if requested in info.models:
         return requested
-    by_name = [m for m in info.models if m.rsplit("/", 1)[-1] == requested]
+    by_name = [m for m in info.models if bare_model_name(m) == requested]
     if len(by_name) == 1:
         return by_name[0]
     raise ServerError(f"MODEL={requested} is not served by {info.base_url}; it serves: {', '.join(info.models) or 'nothing'}")

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 from unittest import mock
 
 from llmload.errors import TokenizerDataError
+from llmload.files import write_atomic
+from llmload.options import REASONING_EFFORTS
 
 __all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
 
@@ -53,10 +55,7 @@ def o200k_base_file() -> Path:
     if hashlib.sha256(data).hexdigest() != O200K_SHA256:
         raise TokenizerDataError(f"{source} is not the official o200k_base (sha256 mismatch); reinstall bpe-openai")
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_bytes(data)
-    partial.replace(target)
-    return target
+    return write_atomic(target, data)
 
 
 @lru_cache(maxsize=1)
@@ -74,7 +73,7 @@ def harmony_encoding() -> Any:
 
 def system_header(effort: str = "medium", date: str = DEFAULT_DATE) -> str:
     """vLLM's harmony system message; a request without reasoning_effort gets gpt-oss's default, medium."""
-    effort = effort if effort in ("low", "medium", "high") else "medium"
+    effort = effort if effort in REASONING_EFFORTS else "medium"
     return (f"<|start|>system<|message|>{_IDENTITY}\nKnowledge cutoff: {_CUTOFF}\nCurrent date: {date}\n\n"
             f"Reasoning: {effort}\n\n{_CHANNELS}<|end|>")
 

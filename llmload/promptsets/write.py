@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from llmload.errors import ConfigError
+from llmload.files import write_atomic
 from llmload.promptsets.generate import SIZES, Template, generate_set, load_templates
 from llmload.promptsets.tokens import harmony_encoding, harmony_text
 
@@ -97,10 +98,7 @@ def write_prompt_sets(sizes: Sequence[str], count: int, seed: int, templates_dir
             chunks = [future.result() for future in futures[size]]
             lines = [line for chunk_lines, _ in chunks for line in chunk_lines]
             prefixes = [prefix for _, chunk_prefixes in chunks for prefix in chunk_prefixes]
-            path = out_dir / f"{size}.jsonl"
-            partial = path.with_suffix(".jsonl.partial")
-            partial.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-            partial.replace(path)
+            write_atomic(out_dir / f"{size}.jsonl", b"".join(orjson.dumps(line) + b"\n" for line in lines))
             stats = _stats(size, lines, longest_shared(prefixes), seed)
             (out_dir / f"{size}.stats.json").write_bytes(orjson.dumps(asdict(stats), option=orjson.OPT_INDENT_2) + b"\n")
             results.append(stats)

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 
 from llmload.errors import ResultsError
+from llmload.files import write_atomic
+from llmload.options import bare_model_name
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary
 from llmload.results.records import RequestRecord
 
@@ -69,7 +71,7 @@ class SampleWriter:
 def default_run_dir(gpu: str, model: str, effort: str, users: int) -> Path:
     """results/<time>-<gpu>-<model>-<effort>-u<users>, the run folder when OUT is not given."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("results") / f"{stamp}-{gpu}-{model.rsplit('/', 1)[-1] or 'model'}-{effort}-u{users}"
+    return Path("results") / f"{stamp}-{gpu}-{bare_model_name(model) or 'model'}-{effort}-u{users}"
 
 
 def fresh_run_dir(base: Path) -> Path:
@@ -82,9 +84,7 @@ def fresh_run_dir(base: Path) -> Path:
 
 
 def write_summary(run_dir: Path, summary: Summary) -> Path:
-    path = run_dir / SUMMARY_FILE
-    path.write_bytes(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
-    return path
+    return write_atomic(run_dir / SUMMARY_FILE, orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def check_schema_version(data: dict[str, Any], path: Path) -> None:

@@ -7,6 +7,7 @@ import random
 from dataclasses import dataclass
 
 from llmload.errors import ProfileError
+from llmload.options import REASONING_EFFORTS as EFFORTS, bare_model_name
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,7 @@ _TABLE: dict[tuple[str, str], tuple[float, float, float, float, int, int]] = {
 
 def _short_model(model: str) -> str:
     """Strip the optional 'openai/' prefix and normalise case."""
-    name = model.strip().lower()
-    return name[len(MODEL_PREFIX):] if name.startswith(MODEL_PREFIX) else name
+    return bare_model_name(model.strip().lower())
 
 
 def lookup_profile(gpu: str, model: str) -> Profile:
@@ -76,7 +76,6 @@ def lookup_profile(gpu: str, model: str) -> Profile:
 REASONING_MEAN_TOKENS = {"low": 150, "medium": 450, "high": 1600}
 ANSWER_MEAN_TOKENS = 350
 LENGTH_SIGMA = 0.5
-EFFORTS = ("low", "medium", "high")
 
 
 def normalize_effort(effort: str | None) -> str:

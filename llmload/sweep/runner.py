@@ -13,6 +13,7 @@ the cells' own files each time a cell finishes.
 from __future__ import annotations
 
 import csv
+import io
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import orjson
 
 from llmload import options as opts
 from llmload.errors import ConfigError
+from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.processes import die_with_parent
 from llmload.sweep.scenarios import Cell, Scenario
@@ -65,14 +67,11 @@ def write_cells_csv(out: Path) -> Path:
     columns: list[str] = []
     for row in rows:
         columns.extend(k for k in row if k not in columns)
-    path = out / "cells.csv"
-    partial = path.with_suffix(".csv.partial")
-    with partial.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    partial.replace(path)
-    return path
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(out / "cells.csv", table.getvalue())
 
 
 def _set_aside(cell_dir: Path) -> Path | None:
@@ -125,9 +124,7 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
               "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
               "server_metrics": asdict(summarize_samples(read_samples(cell_dir / METRICS_FILE))),
               "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
-    partial = cell_dir / f"{CELL_FILE}.partial"
-    partial.write_bytes(orjson.dumps(marker, option=orjson.OPT_INDENT_2))
-    partial.replace(cell_dir / CELL_FILE)
+    write_atomic(cell_dir / CELL_FILE, orjson.dumps(marker, option=orjson.OPT_INDENT_2))
     return True
 
 

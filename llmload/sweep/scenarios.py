@@ -12,7 +12,7 @@
     cells:                            # explicit cells after the grid's, each merged over defaults
       - {PROMPTS: "random:128:4:1000", USERS: 1000, REQUESTS: 1000}
 
-Settings are those of ``llmload/options.py`` (plus ``SCENARIO_OPTIONS``), checked by the parser
+Settings are the run options of ``llmload/options.py``, checked by the parser
 ``python -m llmload load`` uses; prompt files are not read. ``RUNNER_KEYS`` (HOST, OUT, API_KEY,
 SPEEDUP) say where and how a sweep runs, not what it measures: they are given to the sweep.
 """
@@ -31,19 +31,12 @@ from typing import Any
 import yaml
 
 from llmload.errors import ConfigError, ScenarioError
-from llmload.options import OPTIONS, RUNNER_KEYS, Option, parse_duration_s, parse_run_args, parse_settings
+from llmload.options import OPTIONS, RUNNER_KEYS, parse_duration_s, parse_run_args
 
-__all__ = ["Cell", "Scenario", "SCENARIO_OPTIONS", "load_scenario"]
+__all__ = ["Cell", "Scenario", "load_scenario"]
 
 TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
-_LOAD_MODEL = (
-    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS: the maximum concurrency); 0: DURATION decides"),
-    Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent before the cell's clock starts, not measured"),
-)
-SCENARIO_OPTIONS: tuple[Option, ...] = tuple(o for o in _LOAD_MODEL if o.key not in {x.key for x in OPTIONS})
-"""The runner's load-model settings that options.OPTIONS does not define (those it defines pass to the load)."""
-_ONLY = {o.key for o in SCENARIO_OPTIONS}
-_BY_KEY = {o.key: o for o in (*OPTIONS, *SCENARIO_OPTIONS)}
+_BY_KEY = {o.key: o for o in OPTIONS}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -63,8 +56,8 @@ class Cell:
     duration_s: float | None  # DURATION in seconds (before any SPEEDUP); None when REQUESTS decides
 
     def load_args(self) -> list[str]:
-        """KEY=VALUE words for ``python -m llmload load`` (scenario-only settings left out)."""
-        return [f"{k}={v}" for k, v in self.settings.items() if k not in _ONLY]
+        """KEY=VALUE words for ``python -m llmload load``."""
+        return [f"{k}={v}" for k, v in self.settings.items()]
 
 
 @dataclass(frozen=True)
@@ -102,14 +95,8 @@ def _json(value: Any) -> str:
 
 
 def _parse(settings: dict[str, str]) -> argparse.Namespace:
-    """Settings parsed as the load parses them (and by the scenario-only table); raises ConfigError."""
-    namespace = parse_run_args([f"{k}={v}" for k, v in settings.items() if k not in _ONLY])
-    extra = parse_settings([f"{k}={v}" for k, v in settings.items() if k in _ONLY], SCENARIO_OPTIONS)
-    for o in SCENARIO_OPTIONS:
-        if getattr(extra, o.dest) < 0:
-            raise ConfigError(f"{o.key}={getattr(extra, o.dest)} must be 0 or more")
-    vars(namespace).update(vars(extra))
-    return namespace
+    """Settings parsed as the load parses them; raises ConfigError."""
+    return parse_run_args([f"{k}={v}" for k, v in settings.items()])
 
 
 def _setting(key: Any, value: Any, where: str) -> str:

@@ -1,5 +1,7 @@
 """Chunk shapes to records: every delta shape vLLM and its peers send."""
 
+import pytest
+
 from llmload.client.accumulator import StreamAccumulator
 
 START = 100.0
@@ -96,3 +98,17 @@ def test_no_token_at_all():
     r = a.finish(START + 0.02, "disconnected", "closed")
     assert r.ttft_s is None and r.tpot_s is None and r.itl_s == [] and r.error == "disconnected"
     assert r.reasoning_source == "none"
+
+
+def test_where_each_clock_stops():
+    """TTFT skips the role-only chunk; E2E ends at [DONE], after the usage chunk; TPOT is (E2E - TTFT) / (n - 1)."""
+    a = acc()
+    a.on_chunk(START + 0.050, role())
+    a.on_chunk(START + 0.200, delta(reasoning="a"))
+    a.on_chunk(START + 0.300, delta(content="b", finish="stop"))
+    a.on_chunk(START + 0.400, usage_chunk(10, 2, reasoning=1))
+    a.on_done(START + 0.500)
+    r = a.finish(a.done_s)
+    assert r.ttft_s == pytest.approx(0.200) and r.ttfvt_s == pytest.approx(0.300)
+    assert r.e2e_s == pytest.approx(0.500) and r.itl_s == pytest.approx([0.100])
+    assert r.tpot_s == pytest.approx((0.500 - 0.200) / (2 - 1))

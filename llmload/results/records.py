@@ -29,14 +29,19 @@ class RequestRecord:
     start_unix_s: float
     """Wall-clock start, for people and for joining with server logs."""
     start_monotonic_s: float
+    """Stamped by measure_request before the body is JSON-encoded and before a connection is opened
+    (a new one) or reused: every duration below includes encoding and, on a new connection, connect."""
     e2e_s: float
-    """Send to the end of the stream ([DONE] or the last byte)."""
+    """Start to the arrival of ``data: [DONE]`` (raw client) or the SDK's end of the stream (openai
+    client); vLLM's bench ends its latency at the last chunk with choices, before the usage chunk."""
     ttft_s: float | None
-    """Send to the first token on any channel (reasoning or final answer)."""
+    """Start to the arrival of the first event with a token on any channel (reasoning or answer); a
+    role-only chunk is not a token. vLLM's bench stops at the first chunk with choices, role-only included."""
     ttfvt_s: float | None
-    """Send to the first visible (final-answer) token."""
+    """Start to the first visible (final-answer, ``delta.content``) token."""
     tpot_s: float | None
-    """vLLM's definition: (e2e - ttft) / (completion_tokens - 1)."""
+    """(e2e - ttft) / (completion_tokens - 1): vLLM's formula, over our E2E (so it includes the wait
+    for the usage chunk and [DONE])."""
     itl_s: list[float] = field(default_factory=list)
     """Gaps between consecutive token-bearing events."""
     prompt_tokens: int | None = None

@@ -47,7 +47,6 @@ def test_shipped_scenario_loads_with_its_cell_count(name, count, tmp_path, monke
     assert len(scenario.cells) == count
     assert [c.index for c in scenario.cells] == list(range(count))
     for cell in scenario.cells:
-        assert isinstance(cell, Cell)
         assert cell.key == expected_key(cell.settings) and len(cell.key) == 12
         assert all(isinstance(v, str) for v in cell.settings.values())
         parse_run_args(cell.load_args())  # every cell is a valid `python -m llmload load` command

@@ -431,7 +431,7 @@ def test_metrics_parse_and_move(client):
     after = client.request("GET", "/metrics").body.decode()
     for text in (before, after):
         for line in text.splitlines():
-            assert line.startswith("#") or re.fullmatch(r"vllm:\w+\{[^}]*\} [0-9.e+-]+", line), line
+            assert line.startswith("#") or re.fullmatch(r"(vllm|llmload_sim):\w+\{[^}]*\} [0-9.e+-]+", line), line
     assert _metric(after, "vllm:generation_tokens_total") - _metric(before, "vllm:generation_tokens_total") == 40
     assert _metric(after, "vllm:prompt_tokens_total") - _metric(before, "vllm:prompt_tokens_total") == prompt
     key = ("vllm:request_success_total", 'finished_reason="length",')
@@ -486,12 +486,15 @@ def test_pipelined_requests_and_connection_close(client):
         client._fill()
 
 
-def test_slow_reader_gets_every_token_in_order(client):
+def test_slow_reader_gets_every_token_in_order(sim, client):
     # ~5 MB of chunks overflows the socket buffers, so the server must pause and resume.
+    pauses_before = _metric(Client(sim).request("GET", "/metrics").body.decode(), "llmload_sim:stream_pauses_total")
     client.send("POST", "/v1/chat/completions", _chat(stream=True, max_tokens=20000, ignore_eos=True))
     time.sleep(0.5)
     r = client.read()
     assert r.complete
+    pauses = _metric(Client(sim).request("GET", "/metrics").body.decode(), "llmload_sim:stream_pauses_total")
+    assert pauses > pauses_before  # backpressure fired: the test read late enough to fill the buffers
     tokens = _token_chunks(r.events())
     assert len(tokens) == 20000
     assert [t["choices"][0]["finish_reason"] for t in tokens[-2:]] == [None, "length"]

@@ -18,10 +18,11 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def harmony():
-    os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(o200k_base_file().parent)
-    import openai_harmony as h
+    with pytest.MonkeyPatch.context() as patch:  # restored after the module's tests
+        patch.setenv("TIKTOKEN_ENCODINGS_BASE", str(o200k_base_file().parent))
+        import openai_harmony as h
 
-    return h, h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
+        yield h, h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 @pytest.mark.parametrize("effort", ["low", "medium", "high"])

@@ -120,6 +120,7 @@ class Engine:
         self.num_preemptions_total = 0  # we never preempt
         self.prefix_cache_queries_total = 0
         self.prefix_cache_hits_total = 0  # no prefix cache model yet
+        self.stream_pauses_total = 0  # streams held back because their reader fell behind
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
         self._wake_due_s = math.inf
@@ -185,6 +186,7 @@ class Engine:
     def pause(self, seq: Sequence) -> None:
         """Hold back a sequence's tokens while its socket buffer is full."""
         seq.paused = True
+        self.stream_pauses_total += 1
 
     def resume(self, seq: Sequence) -> None:
         """Release a paused sequence; a held-back token is re-queued at its original due time."""

@@ -29,6 +29,9 @@ def metrics_text(engine: Engine, model: str) -> str:
         ("vllm:prefix_cache_hits_total", "counter",
          "Prefix cache hits, in terms of number of cached tokens.",
          [("", e.prefix_cache_hits_total)]),
+        ("llmload_sim:stream_pauses_total", "counter",
+         "Streams held back because their reader fell behind (the built-in target's own, not vLLM's).",
+         [("", e.stream_pauses_total)]),
     ]
     out = []
     for name, kind, help_text, samples in rows:

@@ -1,0 +1,26 @@
+"""The web UI's streaming table: what it shows for the records it was given."""
+
+import pytest
+
+from llmload.loadtest.live import LiveStats
+from llmload.results.records import RequestRecord
+
+
+def _record(ttft_s: float, itl_s: list[float], tokens: int, error: str | None = None) -> RequestRecord:
+    e2e_s = ttft_s + sum(itl_s)
+    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=e2e_s,
+                         ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=sum(itl_s) / (tokens - 1), itl_s=itl_s,
+                         prompt_tokens=100, completion_tokens=tokens, reasoning_tokens=1, error=error)
+
+
+def test_rows_in_milliseconds_and_failures_left_out():
+    live = LiveStats()
+    live.add(_record(0.100, [0.010, 0.030], 3))
+    live.add(_record(0.300, [0.020], 2))
+    live.add(_record(9.0, [], 1, error="http_500"))
+    rows = {row["metric"]: row for row in live.rows()}
+    assert rows["TTFT (ms)"]["count"] == 2 and rows["TTFT (ms)"]["median"] == pytest.approx(200.0)
+    assert rows["ITL (ms)"]["count"] == 3 and rows["ITL (ms)"]["max"] == pytest.approx(30.0)
+    assert rows["output tokens"]["mean"] == pytest.approx(2.5) and rows["prompt tokens"]["max"] == 100
+    live.clear()
+    assert all(row["count"] == 0 for row in live.rows())

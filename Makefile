@@ -10,7 +10,7 @@ SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test bench clean-venv
+.PHONY: load ui prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,8 +50,11 @@ stop-vllm-cpu: $(VENV)/.installed
 vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, built into ~/.cache/llmload once
 	$(PY) -m llmload.vllm_cpu build --model tiny-gptoss --model tiny-llama
 
-test: $(VENV)/.installed vllm-cpu-models
+test: $(VENV)/.installed vllm-cpu-models  ## every test, the real vLLM ones included (what CI runs)
 	$(PY) -m pytest -q
+
+test-fast: $(VENV)/.installed  ## the pure tier: no server, no subprocess, well under a minute
+	$(PY) -m pytest -q -m pure
 
 bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
 	$(PY) bench/client_bench.py

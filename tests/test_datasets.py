@@ -10,6 +10,8 @@ from llmload.errors import PromptSetError
 from llmload.promptsets.catalog import load_prompt_set
 from llmload.promptsets.tokens import text_tokens
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 LONG = "word " * 1100
 
 

@@ -1,9 +1,12 @@
 """The package's shape: stages import only the stages before them, and nothing imports in a cycle."""
 
+import pytest
 import ast
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("llmload", "plots")

@@ -5,6 +5,8 @@ import pytest
 from llmload.loadtest.live import LiveStats
 from llmload.results.records import RequestRecord
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 
 def _record(ttft_s: float, itl_s: list[float], tokens: int, error: str | None = None) -> RequestRecord:
     e2e_s = ttft_s + sum(itl_s)

@@ -5,6 +5,8 @@ import pytest
 from llmload.results.summary import distribution, summarize, token_stats, tpot_s
 from llmload.results.records import RequestRecord
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 
 def rec(start, e2e, ttft, itl, out, prompt=10, reasoning=None, answered=True, finish="stop", error=None, ttfvt=None):
     return RequestRecord(

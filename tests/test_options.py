@@ -9,6 +9,8 @@ import llmload
 from llmload.errors import ConfigError
 from llmload.options import OPTIONS, PROMPT_OPTIONS, add_suite_options, parse_run_args, parse_duration_s, settings_to_argv
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 

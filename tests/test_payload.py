@@ -1,7 +1,10 @@
 """Request bodies: what is sent for each option."""
 
+import pytest
 from llmload.client.body import ChatOptions, chat_body
 from llmload.promptsets.tokens import prompt_tokens
+
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 MESSAGES = [{"role": "user", "content": "Summarise the thread."}]
 

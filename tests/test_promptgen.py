@@ -11,6 +11,8 @@ from llmload.promptsets.generate import TemplateError, generate_set, load_templa
 from llmload.promptsets.write import shared_prefix_tokens, write_prompt_sets
 from llmload.promptsets.tokens import prompt_tokens
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 FIXTURES = Path(__file__).parent / "fixtures" / "templates"
 
 

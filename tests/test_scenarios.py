@@ -11,6 +11,8 @@ from llmload.errors import ConfigError
 from llmload.options import parse_run_args
 from llmload.sweep.scenarios import Cell, Scenario, ScenarioError, load_scenario
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SHIPPED = {"h100-grid": 90, "a100-l4": 30, "output-tokens": 6, "max-tokens": 4, "a100-tuning": 6}
 MODELS = ["gpt-oss-20b", "gpt-oss-120b"]

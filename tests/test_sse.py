@@ -4,6 +4,8 @@ import pytest
 
 from llmload.client.sse import ChunkedDecoder, ProtocolError, SSEDecoder
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 
 def chunked(*pieces: bytes) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"

@@ -4,6 +4,8 @@ import pytest
 
 from llmload.client.accumulator import StreamAccumulator
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 START = 100.0
 
 

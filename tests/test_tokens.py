@@ -8,6 +8,8 @@ import pytest
 
 from llmload.promptsets.tokens import harmony_encoding, harmony_text, o200k_base_file, prompt_tokens, text_tokens
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 MESSAGES = [
     [{"role": "user", "content": "Hello there, summarise this."}],
     [{"role": "user", "content": "次の問い合わせを三行で要約してください。\n\nお客様: 商品が届きません。"}],

@@ -1,9 +1,12 @@
 """The tiny models' cache key (llmload/vllm_cpu/launcher.py): a model is rebuilt exactly when its recipe changes."""
 
+import pytest
 import shutil
 
 from conftest import REPO
 from llmload.vllm_cpu.launcher import model_folder, training_prose
+
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 
 def test_the_training_prose_is_the_suites_templates():

@@ -11,16 +11,18 @@
     └── ServerError            the target does not answer, or does not serve what was asked
     RequestFailed              one request failed; ``category`` is its record's error category
     ProtocolError              bytes from the server are not valid HTTP chunking or SSE
+    ControlCallFailed          a control call (probe, /metrics, /tokenize, health) got no good answer
 
 RequestFailed and ProtocolError are part of measuring, not user errors: a failed request is
-recorded, never raised to the user.
+recorded, never raised to the user. ControlCallFailed is turned into a ServerError (or a counted
+sampler failure) by the caller, which knows what the call was for.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "LoadTestError", "ConfigError", "ScenarioError", "TemplateError", "TokenizerDataError", "ProfileError",
-    "ResultsError", "PromptSetError", "ServerError", "RequestFailed", "ProtocolError",
+    "ResultsError", "PromptSetError", "ServerError", "RequestFailed", "ProtocolError", "ControlCallFailed",
 ]
 
 
@@ -71,3 +73,13 @@ class RequestFailed(Exception):
 
 class ProtocolError(ValueError):
     """The byte stream is not valid chunked coding or SSE."""
+
+
+class ControlCallFailed(Exception):
+    """A control call failed; ``status`` is the HTTP status, None when the server did not answer."""
+
+    def __init__(self, url: str, reason: str, status: int | None = None) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+        self.status = status

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from llmload.client.raw import RawChatClient, split_base_url
+from llmload.client.raw import RawChatClient
+from llmload.control_http import split_base_url
 from llmload.client.measure import RequestFailed, measure_request
 
 

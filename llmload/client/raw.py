@@ -2,7 +2,8 @@
 
 Every socket read is stamped with ``time.monotonic()`` the moment it returns, and each SSE event
 completed by that read gets that stamp. Reads take whatever the kernel holds (up to 64 KiB), so
-nothing waits for a block to fill. Under Locust the socket module is gevent's.
+nothing waits for a block to fill. Under Locust the socket module is gevent's. It connects straight
+to HOST, ignoring *_PROXY variables: the proxy policy of llmload.control_http.
 """
 
 from __future__ import annotations
@@ -11,36 +12,18 @@ import socket
 import ssl
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
+from llmload.control_http import split_base_url
 from llmload.errors import ProtocolError, RequestFailed
 from llmload.client.accumulator import StreamAccumulator
 
-__all__ = ["RawChatClient", "split_base_url", "server_root"]
+__all__ = ["RawChatClient"]
 
 _READ_SIZE = 65536
 _ERROR_BODY_LIMIT = 65536
-
-
-def split_base_url(base_url: str) -> tuple[str, str, int, str]:
-    """(scheme, host, port, path prefix) of a server root; a trailing ``/v1`` is dropped."""
-    parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {base_url!r}")
-    prefix = parts.path.rstrip("/")
-    if prefix.endswith("/v1"):
-        prefix = prefix[:-3]
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, parts.hostname, port, prefix
-
-
-def server_root(base_url: str) -> str:
-    """``scheme://host:port[/prefix]`` of a server, however HOST was written."""
-    scheme, host, port, prefix = split_base_url(base_url)
-    return f"{scheme}://{host}:{port}{prefix}"
 
 
 class RawChatClient:

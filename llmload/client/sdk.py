@@ -1,6 +1,7 @@
 """The official openai SDK as a streaming client (CLIENT=openai), for users who want its behaviour.
 
-Retries are off (the SDK retries twice by default). Each chunk is stamped when the SDK's iterator
+Retries are off (the SDK retries twice by default); *_PROXY variables are ignored (trust_env off),
+as llmload.control_http's proxy policy says. Each chunk is stamped when the SDK's iterator
 yields it, which includes the SDK's own parsing time: the raw client is the exact one.
 """
 
@@ -11,7 +12,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from llmload.client.raw import server_root
+from llmload.control_http import server_root
 from llmload.errors import RequestFailed
 from llmload.client.accumulator import StreamAccumulator
 
@@ -40,7 +41,7 @@ class OpenAIChatClient:
             api_key=api_key or "EMPTY",
             max_retries=0,
             timeout=timeout_s,
-            http_client=openai.DefaultHttpxClient(verify=_ssl_context(), timeout=timeout_s),
+            http_client=openai.DefaultHttpxClient(verify=_ssl_context(), timeout=timeout_s, trust_env=False),
         )
 
     def close(self) -> None:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from llmload.client.raw import server_root
-from llmload.errors import ServerError
+from llmload.control_http import get_json, server_root
+from llmload.errors import ControlCallFailed, ServerError
 from llmload.options import bare_model_name
 
 __all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "tokenize_count"]
@@ -27,16 +23,6 @@ class ServerInfo:
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
 
 
-def _get_json(url: str, api_key: str, timeout_s: float, body: Any = None) -> Any:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    data = None
-    if body is not None:
-        data = orjson.dumps(body)
-        headers["Content-Type"] = "application/json"
-    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=timeout_s) as response:
-        return orjson.loads(response.read())
-
-
 def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> ServerInfo:
     """Ask ``/v1/models`` and ``/version``; ServerError names what is wrong and the fix."""
     try:
@@ -44,13 +30,15 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> S
     except ValueError:
         raise ServerError(f"HOST={base_url} is not an http(s) URL; give e.g. http://127.0.0.1:8000") from None
     try:
-        listing = _get_json(f"{root}/v1/models", api_key, timeout_s)
-    except urllib.error.HTTPError as e:
-        hint = " (set API_KEY or $OPENAI_API_KEY)" if e.code in (401, 403) else ""
-        raise ServerError(f"HOST={base_url} answered {e.code} {e.reason} to GET /v1/models{hint}") from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise ServerError(f"HOST={base_url} does not answer ({reason}); start the server or fix HOST") from None
+        listing = get_json(f"{root}/v1/models", api_key, timeout_s)
+    except ControlCallFailed as e:
+        if e.status in (401, 403):
+            hint = ("the API key was refused" if api_key
+                    else "it needs an API key: export API_KEY or OPENAI_API_KEY, or give API_KEY_FILE=path")
+            raise ServerError(f"HOST={base_url} answered {e.reason} to GET /v1/models: {hint}") from None
+        if e.status is not None:
+            raise ServerError(f"HOST={base_url} answered {e.reason} to GET /v1/models") from None
+        raise ServerError(f"HOST={base_url} does not answer ({e.reason}); start the server or fix HOST") from None
     except orjson.JSONDecodeError:
         raise ServerError(f"HOST={base_url} is not an OpenAI-compatible server: /v1/models is not JSON") from None
     try:
@@ -58,8 +46,8 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> S
     except (KeyError, TypeError):
         raise ServerError(f"HOST={base_url}: /v1/models has no data[].id list") from None
     try:
-        version = str(_get_json(f"{root}/version", api_key, timeout_s)["version"])
-    except Exception:  # any failure just means "not vLLM"
+        version = str(get_json(f"{root}/version", api_key, timeout_s)["version"])
+    except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"
         version = None
     return ServerInfo(root, models, version)
 
@@ -86,9 +74,11 @@ def continuous_usage(choice: str, info: ServerInfo) -> bool:
 def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]], api_key: str = "", timeout_s: float = 30.0) -> int:
     """The prompt length the server's ``/tokenize`` reports for a chat (its chat template applied)."""
     try:
-        answer = _get_json(f"{info.base_url}/tokenize", api_key, timeout_s, {"model": model, "messages": messages})
+        answer = get_json(f"{info.base_url}/tokenize", api_key, timeout_s, {"model": model, "messages": messages})
         return int(answer["count"])
-    except urllib.error.HTTPError as e:
-        raise ServerError(f"{info.base_url}/tokenize answered {e.code} {e.reason}; VERIFY needs a vLLM server") from None
-    except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError) as e:
-        raise ServerError(f"{info.base_url}/tokenize failed ({getattr(e, 'reason', e)})") from None
+    except ControlCallFailed as e:
+        if e.status is None:
+            raise ServerError(f"VERIFY={info.base_url}: /tokenize failed ({e.reason})") from None
+        raise ServerError(f"VERIFY={info.base_url}: /tokenize answered {e.reason}; VERIFY needs a vLLM server") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise ServerError(f"VERIFY={info.base_url}: /tokenize answered without a count ({e})") from None

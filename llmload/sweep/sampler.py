@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import IO
 
 import orjson
 
+from llmload.control_http import request
+from llmload.errors import ControlCallFailed
 from llmload.results.server_metrics import METRICS_SCHEMA_VERSION, parse_prometheus, sample_from
 
 __all__ = ["MetricsSampler"]
@@ -29,8 +29,7 @@ class MetricsSampler:
                  timeout_s: float = 2.0) -> None:
         self.url, self.path = base_url.rstrip("/") + "/metrics", Path(path)
         self.interval_s, self.timeout_s = interval_s, timeout_s
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no env proxies
+        self._api_key = api_key
         self.failures, self.written = 0, 0
         self.first_error: str | None = None
         self._stop = threading.Event()
@@ -69,9 +68,7 @@ class MetricsSampler:
 
     def _scrape(self, t_s: float) -> None:
         try:
-            req = urllib.request.Request(self.url, headers=self._headers)
-            with self._opener.open(req, timeout=self.timeout_s) as resp:
-                body = resp.read()
+            body = request(self.url, self._api_key, self.timeout_s)
             sample = sample_from(parse_prometheus(body.decode("utf-8", "replace")), t_s)
             if all(getattr(sample, f.name) is None for f in fields(sample) if f.name != "t_s"):
                 self._fail(f"{self.url}: no vLLM metrics in the response (not Prometheus text?)")
@@ -79,11 +76,8 @@ class MetricsSampler:
             self._file.write(orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(sample)}) + b"\n")
             self._file.flush()
             self.written += 1
-        except urllib.error.HTTPError as e:
-            e.close()
-            self._fail(f"{self.url}: HTTP {e.code} {e.reason}")
-        except urllib.error.URLError as e:
-            self._fail(f"{self.url}: {e.reason}")
+        except ControlCallFailed as e:
+            self._fail(f"{self.url}: {'HTTP ' if e.status else ''}{e.reason}")
         except Exception as e:  # noqa: BLE001 - sampling must never break a load test
             self._fail(f"{self.url}: {type(e).__name__}: {e}")
 

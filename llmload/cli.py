@@ -1,13 +1,14 @@
 """``python -m llmload``: the commands the Makefile runs.
 
     load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json
-    ui [KEY=VALUE ...]      Locust's web UI on 127.0.0.1:8089 with the same options filled in
+    ui [KEY=VALUE ...]      Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same options filled in
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     report RUN_DIR          print a finished run's result block again
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
 Without HOST, load and ui start the built-in target for GPU and MODEL and stop it afterwards.
+The API key comes from $API_KEY, $OPENAI_API_KEY or API_KEY_FILE, never from a command line.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from llmload.loadtest.target import target
 
 __all__ = ["main"]
 
-WEB_UI_PORT = 8089
-
 
 def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
     """Locust's command line: its own flags for the options it owns, the suite's for the rest."""
@@ -42,8 +41,8 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
               "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in opts.OPTIONS:
-        if o.secret or (o.dest == "run_time" and options.requests):
-            continue  # the key goes in the environment, not on a command line that ps can read;
+        if o.secret or not o.to_locust or (o.dest == "run_time" and options.requests):
+            continue  # secrets go in the environment, not on a command line that ps can read;
             # with REQUESTS the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     return argv
@@ -67,9 +66,10 @@ def _prepare(settings: Sequence[str]) -> argparse.Namespace:
 
 def _run(settings: Sequence[str], headless: bool) -> int:
     options = _prepare(settings)
-    env = {**os.environ, "OPENAI_API_KEY": opts.api_key(options)}
+    key = opts.api_key(options)
+    env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with target(options) as host:
-        info = probe_server(host, opts.api_key(options))
+        info = probe_server(host, key)
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
@@ -77,8 +77,10 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         if headless:
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
         else:
-            argv += ["--web-host", "127.0.0.1", "--web-port", str(WEB_UI_PORT)]
-            print(f"Locust web UI on http://127.0.0.1:{WEB_UI_PORT} (target {host}); Ctrl-C stops it", flush=True)
+            argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
+            if opts.web_login() is not None:
+                argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
+            print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         try:
             code = subprocess.call(argv, env=env, preexec_fn=die_with_parent)
@@ -135,7 +137,7 @@ def _sweep(settings: Sequence[str]) -> int:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
     out = Path(options.out) if options.out else Path("results") / scenario.name
-    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval)
+    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options))
 
 
 def _report(run_dirs: Sequence[str]) -> int:

@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import orjson
@@ -23,15 +24,15 @@ from llmload.errors import ConfigError
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
-    "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "extra_body", "run_config",
+    "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "web_login", "extra_body", "run_config",
 ]
 
 REASONING_EFFORTS = ("low", "medium", "high")
 """gpt-oss's reasoning_effort values."""
 EFFORTS = (*REASONING_EFFORTS, "none")
 """EFFORT's values: none leaves reasoning_effort out of the request."""
-RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP")
-"""Settings that say where and how a sweep runs, not what a cell measures: given to the sweep, never written in a scenario."""
+RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
+"""Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
 COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``)."""
 _RUN = ("load", "ui")
@@ -53,6 +54,9 @@ class Option:
     locust_flag: str | None = None
     """Set when Locust defines the option itself (then ``flag`` is Locust's long flag)."""
     secret: bool = False
+    """Read from the environment variable named ``key``, never from a command line (ps shows command lines)."""
+    to_locust: bool = True
+    """Passed on to Locust's parser and web UI form; False for options only ``python -m llmload`` reads."""
     commands: tuple[str, ...] = _RUN
     """The commands that take it (see COMMANDS)."""
     value_type: type | None = None
@@ -93,8 +97,9 @@ TABLE: tuple[Option, ...] = (
     Option("SEED", "--seed", "seed", 0, "seed: of each user's random prompt choice; prompts: a set depends only on it, "
            "the templates and the size; serve-sim: of output lengths and faults",
            commands=("load", "ui", "prompts", "serve-sim")),
-    Option("API_KEY", "--api-key", "api_key", "", "API key (default: $OPENAI_API_KEY)", secret=True,
-           commands=("load", "ui", "prompts", "sweep")),
+    Option("API_KEY", "--api-key", "api_key", "", "API key sent with every call to the server: $API_KEY, else "
+           "$OPENAI_API_KEY, or API_KEY_FILE; in the web UI, type one to load another host; serve-sim: the key the "
+           "built-in target requires (as vLLM's --api-key)", secret=True, commands=("load", "ui", "prompts", "sweep", "serve-sim")),
     # prompts
     Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)", commands=("prompts",)),
     Option("COUNT", "--count", "count", 5000, "prompts per set", commands=("prompts",)),
@@ -115,6 +120,14 @@ TABLE: tuple[Option, ...] = (
            commands=("serve-sim",)),
     Option("SEND_LOG", "--send-log", "send_log", None, "append per-token send times of streamed requests as JSON lines to this file",
            commands=("serve-sim",), value_type=str),
+    # secrets and the web UI
+    Option("API_KEY_FILE", "--api-key-file", "api_key_file", "", "file whose first line is the API key (instead of $API_KEY)",
+           to_locust=False, commands=("load", "ui", "prompts", "sweep")),
+    Option("WEB_HOST", "--web-host", "web_host", "127.0.0.1", "address the web UI listens on; anything but 127.0.0.1 needs WEB_LOGIN",
+           to_locust=False),
+    Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False),
+    Option("WEB_LOGIN", "--web-login", "web_login", "", "user:password the web UI asks for (Locust's --web-login)",
+           secret=True, to_locust=False),
 )
 
 
@@ -155,7 +168,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
                       table: Sequence[Option] = OPTIONS) -> None:
     """Add a table's options to an argparse (or Locust's configargparse) parser."""
     for o in table:
-        if o.locust_flag and not include_locust:
+        if (o.locust_flag and not include_locust) or (web_ui and not o.to_locust):
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]
         kwargs: dict[str, Any] = dict(dest=o.dest, type=o.value_type or type(o.default), default=o.default, help=o.help)
@@ -201,8 +214,14 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def parse_settings(settings: Sequence[str], table: Sequence[Option]) -> argparse.Namespace:
-    """Parse KEY=VALUE words or flags against one option table."""
-    return _OneLineParser(table).parse_args(settings_to_argv(settings, table))
+    """Parse KEY=VALUE words or flags against one option table; a secret given there is refused."""
+    namespace = _OneLineParser(table).parse_args(settings_to_argv(settings, table))
+    for o in table:
+        if o.secret and getattr(namespace, o.dest):
+            raise ConfigError(f"{o.key} on a command line is visible to every user in ps; export it as {o.key} in the "
+                              f"environment instead (make passes {o.key}=... on to the environment, not to the command line)"
+                              + (" or give API_KEY_FILE=path" if o.key == "API_KEY" else ""))
+    return namespace
 
 
 def parse_run_args(settings: Sequence[str]) -> argparse.Namespace:
@@ -255,12 +274,37 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError("REQUESTS and WARMUP_REQUESTS must be 0 or more")
     if not options.speedup > 0:
         raise ConfigError(f"SPEEDUP={options.speedup:g} must be more than 0")
+    if not 1 <= options.web_port <= 65535:
+        raise ConfigError(f"WEB_PORT={options.web_port} must be a port number, 1 to 65535")
+    if web_login() is None and options.web_host != "127.0.0.1":
+        raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
     _extra_body(options.extra_body)
 
 
 def api_key(options: Any) -> str:
-    """The API key option, else $OPENAI_API_KEY."""
-    return options.api_key or os.environ.get("OPENAI_API_KEY", "")
+    """The API key: API_KEY_FILE's first line, else $API_KEY, else $OPENAI_API_KEY; empty when none."""
+    path = getattr(options, "api_key_file", "")
+    if not path:
+        return os.environ.get("API_KEY") or os.environ.get("OPENAI_API_KEY", "")
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"API_KEY_FILE={path} cannot be read ({getattr(e, 'strerror', None) or e}); give a file holding the key") from None
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise ConfigError(f"API_KEY_FILE={path} is empty; its first line must be the key")
+    return key
+
+
+def web_login() -> tuple[str, str] | None:
+    """(user, password) from $WEB_LOGIN (``user:password``), or None when it is not set."""
+    text = os.environ.get("WEB_LOGIN", "")
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not (sep and user and password):
+        raise ConfigError("WEB_LOGIN must be user:password, both non-empty")
+    return user, password
 
 
 def extra_body(options: Any) -> dict[str, Any]:
@@ -269,7 +313,7 @@ def extra_body(options: Any) -> dict[str, Any]:
 
 def run_config(options: Any) -> dict[str, Any]:
     """The run's options as recorded in summary.json (the API key left out)."""
-    config = {config_name(o): getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret}
+    config = {config_name(o): getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret and o.to_locust}
     config["duration_s"] = parse_duration_s(str(config["run_time"])) if config["run_time"] else None
     config["extra_body"] = _extra_body(config["extra_body"])
     return config

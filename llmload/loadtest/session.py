@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
 from llmload.client.body import ChatOptions
+from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.live import LiveStats
@@ -22,6 +24,8 @@ from llmload.results.storage import SAMPLES_FILE, SampleWriter, default_run_dir,
 from llmload.results.summary import summarize
 
 __all__ = ["RunSession", "current_session"]
+
+logger = logging.getLogger("llmload")
 
 
 def current_session(environment: Any) -> "RunSession | None":
@@ -37,7 +41,7 @@ class RunSession:
         self.host = (environment.host or o.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
-        self.api_key = opts.api_key(o)
+        self.api_key = _api_key_for(o, self.host, getattr(environment, "llmload_start_host", None) or self.host)
         info = probe_server(self.host, self.api_key)
         model = resolve_model(o.model, info)
         continuous = continuous_usage(o.continuous_usage, info)
@@ -80,6 +84,25 @@ class RunSession:
         self.writer.close()
         write_summary(self.run_dir, summarize(read_records(self.writer.path), self.config))
         _write_locust_csv(environment, self.run_dir)
+
+
+def _api_key_for(options: Any, host: str, start_host: str) -> str:
+    """The key typed in the web UI's form, else the environment's key, but only for the host the run started with."""
+    if options.api_key:
+        return options.api_key
+    key = opts.api_key(options)
+    if key and not _same_server(host, start_host):
+        logger.warning("HOST changed from %s to %s: the API key is not sent there; type one in the form's API key field",
+                       start_host, host)
+        return ""
+    return key
+
+
+def _same_server(a: str, b: str) -> bool:
+    try:
+        return server_root(a) == server_root(b)
+    except ValueError:
+        return False
 
 
 def _write_locust_csv(environment: Any, run_dir: Path) -> None:

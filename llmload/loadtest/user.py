@@ -22,6 +22,7 @@ from llmload.client.measure import make_client, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.live import install_streaming_tab
 from llmload.loadtest.session import RunSession, current_session
+from llmload.loadtest.webui_guard import install_webui_guard
 
 __all__ = ["ChatUser"]
 
@@ -103,8 +104,10 @@ def _on_quitting(environment: Any, **_: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
+    environment.llmload_start_host = environment.host  # the host the environment's API key is for
     environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
     if environment.web_ui:
+        install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)
         install_streaming_tab(environment.web_ui, lambda: _live(environment))
 
 

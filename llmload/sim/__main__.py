@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import ipaddress
 import math
+import os
 import signal
 import sys
 from typing import NoReturn
@@ -75,7 +76,8 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     """Bind, announce READY, run until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
     harmony_encoding()  # load the tokenizer (~1 s) before READY, not inside the first request
-    app = SimApp(engine, send_log)
+    # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
+    app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""))
     try:
         server = await loop.create_server(app.protocol, args.host, args.port, backlog=4096)
     except OSError as e:

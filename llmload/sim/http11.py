@@ -11,7 +11,7 @@ from .chunks import error_body
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 501: "Not Implemented"}
 

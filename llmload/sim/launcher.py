@@ -19,10 +19,17 @@ READY_PREFIX = "READY "
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_sim(args: list[str], timeout_s: float = 20.0) -> tuple[subprocess.Popen, str]:
-    """Launch `python -m llmload.sim ARGS --port 0`; return (process, base URL) once READY."""
+def start_sim(args: list[str], timeout_s: float = 20.0, api_key: str = "") -> tuple[subprocess.Popen, str]:
+    """Launch `python -m llmload.sim ARGS --port 0`; return (process, base URL) once READY.
+
+    With ``api_key`` the simulator requires it (passed in its environment, not on its command line).
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    for name in ("API_KEY", "VLLM_API_KEY"):
+        env.pop(name, None)  # a key exported for a real server must not lock the built-in target
+    if api_key:
+        env["VLLM_API_KEY"] = api_key
     # stderr goes to a file so a chatty child can never block on a full pipe.
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "llmload.sim", *args, "--port", "0"],

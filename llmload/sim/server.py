@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import time
 import uuid
 from dataclasses import dataclass
@@ -47,8 +48,9 @@ class _ChatParams:
 class SimApp:
     """Routes requests for one engine/model."""
 
-    def __init__(self, engine: Engine, send_log: SendLog | None = None) -> None:
+    def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "") -> None:
         self.engine = engine
+        self._authorization = f"Bearer {api_key}".encode() if api_key else None
         self.model = engine.profile.served_model
         self.send_log = send_log
         self.created = int(time.time())
@@ -73,6 +75,10 @@ class SimApp:
             conn.send(404, b'{"detail":"Not Found"}')
             return
         method, fn = route
+        if self._authorization is not None and req.path != "/health" and not hmac.compare_digest(
+                req.headers.get("authorization", "").encode(), self._authorization):
+            conn.send(401, b'{"error":"Unauthorized"}')  # vLLM's answer to a missing or wrong key
+            return
         if req.method != method:
             conn.send(405, b'{"detail":"Method Not Allowed"}')
             return

@@ -13,6 +13,7 @@ the cells' own files each time a cell finishes.
 from __future__ import annotations
 
 import csv
+import os
 import io
 import subprocess
 import sys
@@ -98,18 +99,19 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> fl
     return cell.duration_s / speedup
 
 
-def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float,
+def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
               server: dict[str, str], tick: Callable[[float], None]) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
-    sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s)
+    sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s, api_key)
     sampler.start()
     try:
         with (cell_dir / "load.log").open("wb") as log:
             started_s = time.monotonic()
             load = subprocess.Popen([sys.executable, "-m", "llmload", "load", *(f"{k}={v}" for k, v in settings.items())],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                                    env={**os.environ, "API_KEY": api_key})  # the key never goes on a command line
             while True:
                 try:
                     code = load.wait(timeout=1.0)
@@ -141,7 +143,7 @@ def _terminal_line(text: str) -> None:
 
 
 def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
-              progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line) -> int:
+              api_key: str = "", progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line) -> int:
     """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun)."""
     if speedup != 1.0 and host:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
@@ -163,11 +165,11 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
         started_s = time.monotonic()
         cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
         with target(cell_options) as url:
-            reported = probe_server(url).version
+            reported = probe_server(url, api_key).version
             server = {**cell.server, **({"version": reported} if reported else {})}
             _write_scenario(out, scenario)
             cell_s = _cell_expected_s(cell, speedup, done_wall_s)
-            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, server,
+            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key, server,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"))
             live("")

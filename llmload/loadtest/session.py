@@ -87,9 +87,10 @@ class RunSession:
 
 
 def _api_key_for(options: Any, host: str, start_host: str) -> str:
-    """The key typed in the web UI's form, else the environment's key, but only for the host the run started with."""
+    """The key typed in the web UI's form for this test, else the environment's key, but only for the start host."""
     if options.api_key:
-        return options.api_key
+        typed, options.api_key = options.api_key, ""  # used once: it must not follow a later change of host
+        return typed
     key = opts.api_key(options)
     if key and not _same_server(host, start_host):
         logger.warning("HOST changed from %s to %s: the API key is not sent there; type one in the form's API key field",

@@ -114,7 +114,7 @@ def _prompts(settings: Sequence[str]) -> int:
     if not options.verify:
         return 0
     key = opts.api_key(options)
-    info = probe_server(options.verify, key)
+    info = probe_server(options.verify, key, setting="VERIFY")
     model = resolve_model(options.model, info)
     mismatches = 0
     for size in sizes:

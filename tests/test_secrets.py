@@ -110,3 +110,9 @@ def test_the_makefile_keeps_every_secret_option_off_the_command_line():
 
     line = next(line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("SECRETS :="))
     assert {o.key for o in (*OPTIONS, *PROMPT_OPTIONS, *SWEEP_OPTIONS) if o.secret} <= set(line.split()[2:])
+
+
+def test_verify_without_the_key_names_verify(locked_sim, tmp_path):
+    done = run_cli("prompts", "SIZES=2k", "COUNT=5", f"OUT={tmp_path / 'prompts'}", f"VERIFY={locked_sim}", timeout_s=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: VERIFY={locked_sim} answered 401 Unauthorized to GET /v1/models: it needs an API key")

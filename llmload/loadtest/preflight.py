@@ -23,28 +23,28 @@ class ServerInfo:
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
 
 
-def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> ServerInfo:
-    """Ask ``/v1/models`` and ``/version``; ServerError names what is wrong and the fix."""
+def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, setting: str = "HOST") -> ServerInfo:
+    """Ask ``/v1/models`` and ``/version``; ServerError names the setting (``setting``=base_url), what is wrong and the fix."""
     try:
         root = server_root(base_url)
     except ValueError:
-        raise ServerError(f"HOST={base_url} is not an http(s) URL; give e.g. http://127.0.0.1:8000") from None
+        raise ServerError(f"{setting}={base_url} is not an http(s) URL; give e.g. http://127.0.0.1:8000") from None
     try:
         listing = get_json(f"{root}/v1/models", api_key, timeout_s)
     except ControlCallFailed as e:
         if e.status in (401, 403):
             hint = ("the API key was refused" if api_key
                     else "it needs an API key: export API_KEY or OPENAI_API_KEY, or give API_KEY_FILE=path")
-            raise ServerError(f"HOST={base_url} answered {e.reason} to GET /v1/models: {hint}") from None
+            raise ServerError(f"{setting}={base_url} answered {e.reason} to GET /v1/models: {hint}") from None
         if e.status is not None:
-            raise ServerError(f"HOST={base_url} answered {e.reason} to GET /v1/models") from None
-        raise ServerError(f"HOST={base_url} does not answer ({e.reason}); start the server or fix HOST") from None
+            raise ServerError(f"{setting}={base_url} answered {e.reason} to GET /v1/models") from None
+        raise ServerError(f"{setting}={base_url} does not answer ({e.reason}); start the server or fix {setting}") from None
     except orjson.JSONDecodeError:
-        raise ServerError(f"HOST={base_url} is not an OpenAI-compatible server: /v1/models is not JSON") from None
+        raise ServerError(f"{setting}={base_url} is not an OpenAI-compatible server: /v1/models is not JSON") from None
     try:
         models = tuple(str(m["id"]) for m in listing["data"])
     except (KeyError, TypeError):
-        raise ServerError(f"HOST={base_url}: /v1/models has no data[].id list") from None
+        raise ServerError(f"{setting}={base_url}: /v1/models has no data[].id list") from None
     try:
         version = str(get_json(f"{root}/version", api_key, timeout_s)["version"])
     except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"

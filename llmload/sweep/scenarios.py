@@ -13,8 +13,8 @@
       - {PROMPTS: "random:128:4:1000", USERS: 1000, REQUESTS: 1000}
 
 Settings are the run options of ``llmload/options.py``, checked by the parser
-``python -m llmload load`` uses; prompt files are not read. ``RUNNER_KEYS`` (HOST, OUT, API_KEY,
-SPEEDUP) say where and how a sweep runs, not what it measures: they are given to the sweep.
+``python -m llmload load`` uses; prompt files are not read. ``RUNNER_KEYS`` (HOST, OUT, SPEEDUP, the
+API key and web UI settings) say where and how a sweep runs, not what it measures: they are given to the sweep.
 """
 
 from __future__ import annotations

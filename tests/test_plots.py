@@ -72,7 +72,9 @@ def test_loading_a_sweep(sweeps):
     assert {(c.model, c.effort, c.users, c.prompts, c.gpu) for c in r.cells} == {
         (m, e, u, "builtin", "h100") for m in ("gpt-oss-20b", "gpt-oss-120b") for e in ("low", "high") for u in (1, 2)}
     cell = r.cells[0]
-    assert cell.metric("response_time_ms.median") > 0 and cell.metric("no.such") is None
+    assert cell.metric("response_time_ms.median") > 0
+    with pytest.raises(ResultsError, match="unknown metric 'response_time_ms.medain'"):
+        cell.metric("response_time_ms.medain")  # a misspelt metric must not leave a figure silently empty
     records = [r for r in read_records(cell.path / "samples.jsonl") if not r.warmup]
     assert len(records) == cell.summary["requests_ok"] and cell.output_tokens() == [x.completion_tokens for x in records]
     assert cell.server_samples and cell.server_samples[0].t_s >= 0

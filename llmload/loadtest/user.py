@@ -21,6 +21,7 @@ from llmload.client.body import chat_body
 from llmload.client.measure import make_client, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.live import install_streaming_tab
+from llmload.promptsets.catalog import load_prompt_set
 from llmload.loadtest.session import RunSession, current_session
 from llmload.loadtest.webui_guard import install_webui_guard
 
@@ -109,6 +110,20 @@ def _on_init(environment: Any, **_: Any) -> None:
     if environment.web_ui:
         install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)
         install_streaming_tab(environment.web_ui, lambda: _live(environment))
+    _load_prompts_early(environment.parsed_options)
+    # gevent's loop caches its clock; after the seconds of imports above, a stale clock would make
+    # Locust's run-time timer (scheduled next) fire at once: a 1 s run would end before it began.
+    gevent.get_hub().loop.update_now()
+
+
+def _load_prompts_early(options: Any) -> None:
+    """Read the prompt set now, before Locust starts its run-time clock: at test_start the read would
+    count against DURATION (a random:IN:OUT set takes seconds to build); the set is cached for the session."""
+    if options is not None:
+        try:
+            load_prompt_set(options.prompts, options.seed)
+        except LoadTestError:
+            pass  # test_start reports it as the run's one error line
 
 
 def _clear_live(environment: Any) -> None:

@@ -1,5 +1,9 @@
+import signal
 import sys
 
-from llmload.cli import main
+try:
+    from llmload.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python imports: nothing started yet
+    sys.exit(128 + signal.SIGINT)
 
 sys.exit(main())

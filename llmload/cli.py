@@ -4,11 +4,14 @@
     ui [KEY=VALUE ...]      Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same options filled in
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
-    report RUN_DIR          print a finished run's result block again
+    report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
 Without HOST, load and ui start the built-in target for GPU and MODEL and stop it afterwards.
 The API key comes from $API_KEY, $OPENAI_API_KEY or API_KEY_FILE, never from a command line.
+The first Ctrl-C (or SIGTERM) stops sending and lets streams in flight finish (STOP_TIMEOUT), then
+every file is written and the result block printed; a second one cuts the streams. Exit code
+128 + the signal (130, 143); summary.json says ``interrupted_by``.
 """
 
 from __future__ import annotations
@@ -16,18 +19,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from llmload import options as opts
-from llmload.errors import ConfigError, LoadTestError
+from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
-from llmload.processes import die_with_parent
+from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set
 from llmload.results.report import format_result
-from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary
+from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary, rebuild_summary, write_summary
 from llmload.loadtest.target import target
 
 __all__ = ["main"]
@@ -68,7 +72,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
     options = _prepare(settings)
     key = opts.api_key(options)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
-    with target(options) as host:
+    with SignalForwarder() as signals, target(options) as host:
         info = probe_server(host, key)
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
@@ -82,20 +86,31 @@ def _run(settings: Sequence[str], headless: bool) -> int:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
             print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
         out.mkdir(parents=True, exist_ok=True)
-        try:
-            code = subprocess.call(argv, env=env, preexec_fn=die_with_parent)
-        except KeyboardInterrupt:
-            code = 130
+        # Locust's own session: only we signal it, once per Ctrl-C; the built-in target outlives it.
+        locust = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
+        code = signals.wait(locust)
     if not headless:
-        return 0 if code in (0, 130) else code
+        return 0 if code == 0 or signals.first else code
     if not (out / SUMMARY_FILE).exists():
+        if signals.first:
+            _remove_if_empty(out)
+            raise Interrupted(signals.first, "stopped before the test started; nothing was measured")
         raise LoadTestError(f"Locust exited with code {code} before writing {out / SUMMARY_FILE}; see its output above")
     summary = read_summary(out)
     print(format_result(summary))
     print(f"Results: {out}/ (samples.jsonl, summary.json, locust_*.csv, locust.html)")
+    if signals.first:
+        return 128 + signals.first
     if code != 0:
         return code
     return 0 if summary["requests_ok"] > 0 else 1
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # it holds something: keep it
 
 
 def _prompts(settings: Sequence[str]) -> int:
@@ -141,8 +156,16 @@ def _sweep(settings: Sequence[str]) -> int:
 
 
 def _report(run_dirs: Sequence[str]) -> int:
-    for run_dir in run_dirs:
-        print(format_result(read_summary(Path(run_dir))))
+    """Print each run's result block; a run killed before its summary gets one rebuilt from samples.jsonl."""
+    for run_dir in map(Path, run_dirs):
+        if (run_dir / SUMMARY_FILE).exists() or not (run_dir / SAMPLES_FILE).is_file():
+            summary = read_summary(run_dir)
+        else:
+            rebuilt = rebuild_summary(run_dir)
+            path = write_summary(run_dir, rebuilt)
+            summary = rebuilt.to_dict()
+            print(f"{path}: rebuilt from {SAMPLES_FILE}, marked partial (missing {'; '.join(rebuilt.missing)})")
+        print(format_result(summary))
     return 0
 
 
@@ -167,5 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadTestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"interrupted by {signal.Signals(e.signum).name}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:  # a command that runs no load: nothing to keep
+        print("interrupted by SIGINT", file=sys.stderr)
+        return 128 + signal.SIGINT
     print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,report,serve-sim} ...", file=sys.stderr)
     return 2

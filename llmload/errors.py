@@ -12,6 +12,7 @@
     RequestFailed              one request failed; ``category`` is its record's error category
     ProtocolError              bytes from the server are not valid HTTP chunking or SSE
     ControlCallFailed          a control call (probe, /metrics, /tokenize, health) got no good answer
+    Interrupted                SIGINT or SIGTERM stopped a command; the CLI prints one line, exits 128 + signal
 
 RequestFailed and ProtocolError are part of measuring, not user errors: a failed request is
 recorded, never raised to the user. ControlCallFailed is turned into a ServerError (or a counted
@@ -23,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "LoadTestError", "ConfigError", "ScenarioError", "TemplateError", "TokenizerDataError", "ProfileError",
     "ResultsError", "PromptSetError", "ServerError", "RequestFailed", "ProtocolError", "ControlCallFailed",
+    "Interrupted",
 ]
 
 
@@ -83,3 +85,12 @@ class ControlCallFailed(Exception):
         self.url = url
         self.reason = reason
         self.status = status
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped a command; ``exit_code`` is 128 + the signal's number (130, 143)."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum

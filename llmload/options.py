@@ -128,6 +128,8 @@ TABLE: tuple[Option, ...] = (
     Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False),
     Option("WEB_LOGIN", "--web-login", "web_login", "", "user:password the web UI asks for (Locust's --web-login)",
            secret=True, to_locust=False),
+    # crash safety
+    Option("FLUSH_INTERVAL", "--flush-interval", "flush_interval", 1.0, "seconds between appends of records to samples.jsonl: at most what a kill -9 loses"),
 )
 
 
@@ -278,6 +280,8 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError(f"WEB_PORT={options.web_port} must be a port number, 1 to 65535")
     if web_login() is None and options.web_host != "127.0.0.1":
         raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
+    if not 0 < options.flush_interval <= 60:
+        raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
     _extra_body(options.extra_body)
 
 

@@ -1,11 +1,18 @@
-"""Child processes and limits: what many streams and long sweeps need from the OS."""
+"""Child processes, signals and limits: what many streams and long, interruptible runs need from the OS."""
 
 from __future__ import annotations
 
 import resource
 import signal
+import subprocess
+from types import FrameType
+from typing import Callable
 
-__all__ = ["raise_fd_limit", "die_with_parent"]
+from llmload.errors import Interrupted
+
+__all__ = ["STOP_SIGNALS", "raise_fd_limit", "die_with_parent", "stoppable_child", "accept_stop_signals", "SignalForwarder"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def raise_fd_limit() -> None:
@@ -25,3 +32,68 @@ def die_with_parent() -> None:
 
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def stoppable_child() -> None:
+    """For ``preexec_fn`` of a child with its own SIGINT/SIGTERM handlers: die_with_parent, and the signals held.
+
+    Held (blocked, not lost) until the child calls accept_stop_signals with its handlers in place:
+    a Ctrl-C during its imports then stops it the same graceful way, never with a traceback.
+    """
+    die_with_parent()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def accept_stop_signals() -> None:
+    """Deliver the SIGINT/SIGTERM held since stoppable_child (if any) to the handlers now in place."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+class SignalForwarder:
+    """While active, SIGINT and SIGTERM go to the child being waited for, one for one.
+
+    The child runs in its own session (``start_new_session=True``), so a terminal's Ctrl-C reaches
+    it only through us, once per press: its first stops the run gracefully, its second cuts it.
+    With no child running, the first signal raises Interrupted; once one was forwarded, later
+    ones are only counted (the run is already ending). ``first`` is the first signal's number.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._child: subprocess.Popen | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def first(self) -> int | None:
+        return self.received[0] if self.received else None
+
+    def __enter__(self) -> "SignalForwarder":
+        for signum in STOP_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # e.g. SIGINT in a shell's `cmd &`: keep ignoring it
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        accept_stop_signals()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self._child is not None:
+            if self._child.poll() is None:
+                self._child.send_signal(signum)
+        elif len(self.received) == 1:
+            raise Interrupted(signum, "stopped before the load started; nothing was measured")
+
+    def wait(self, child: subprocess.Popen, tick: Callable[[], None] | None = None, tick_s: float = 1.0) -> int:
+        """``child``'s exit code, forwarding signals to it meanwhile; ``tick`` runs every ``tick_s``."""
+        self._child = child
+        try:
+            while True:
+                try:
+                    return child.wait(timeout=tick_s if tick else None)
+                except subprocess.TimeoutExpired:
+                    tick()  # type: ignore[misc]  # only reached with a tick
+        finally:
+            self._child = None

@@ -22,7 +22,7 @@ from llmload.results.jsonl import iter_json_lines
 from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by_key
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import check_metric_path
-from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version
+from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version, rebuild_summary
 
 __all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
@@ -180,14 +180,20 @@ def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
 
 
 def _load_run(path: Path) -> Results:
-    summary = _check_summary(_read_json(path / SUMMARY_FILE), path / SUMMARY_FILE)
+    """A `make load` folder; one killed before its summary is drawn from its samples (rebuilt here, not written)."""
+    if (path / SUMMARY_FILE).exists():
+        summary = _check_summary(_read_json(path / SUMMARY_FILE), path / SUMMARY_FILE)
+    else:
+        summary = rebuild_summary(path).to_dict()
     settings = _settings_from_config(summary.get("config") or {})
     label = " ".join(settings.get(k, "") for k in ("GPU", "MODEL", "PROMPTS", "EFFORT")) + f" u{settings.get('USERS', '?')}"
     server = {"gpu": settings.get("GPU", "?")}
     if summary.get("config", {}).get("server_version"):
         server["version"] = str(summary["config"]["server_version"])
-    cell = Cell(path, path.name, 0, label, settings, summary, server, True, str(path))
-    return Results(path, "run", path.name, f"one run ({label})", server, (cell,), (), 1)
+    complete = not summary.get("partial")
+    cell = Cell(path, path.name, 0, label, settings, summary, server, complete, str(path))
+    missing = () if complete else (MissingCell(0, path.name, label, "partial: the run died; missing " + "; ".join(summary.get("missing") or [])),)
+    return Results(path, "run", path.name, f"one run ({label})", server, (cell,), missing, 1)
 
 
 def _load_sweep(path: Path) -> Results:
@@ -243,10 +249,10 @@ def load_results(path: str | Path) -> Results:
     try:
         if (path / SCENARIO_FILE).exists() or (path / "cells").is_dir():
             return _load_sweep(path)
-        if (path / SUMMARY_FILE).exists():
+        if (path / SUMMARY_FILE).exists() or (path / SAMPLES_FILE).exists():
             return _load_run(path)
     except ResultsError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise ResultsError(f"{path}: malformed results ({type(e).__name__}: {e})") from None
-    raise ResultsError(f"{path}: not a results folder (no scenario.json, cells/ or summary.json)")
+    raise ResultsError(f"{path}: not a results folder (no scenario.json, cells/, summary.json or samples.jsonl)")

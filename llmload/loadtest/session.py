@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import random
 from pathlib import Path
@@ -18,9 +19,10 @@ from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set
 from llmload.results.records import RequestRecord, read_records
-from llmload.results.storage import SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
+from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
 
 __all__ = ["RunSession", "current_session"]
@@ -61,11 +63,12 @@ class RunSession:
         base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
         self.run_dir = fresh_run_dir(base)
         self.config["out"] = str(self.run_dir)
-        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE)
+        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
         self.writer.start()
-        (self.run_dir / "config.json").write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
+        (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         self.users_started = 0
+        self.finished = False
 
     def next_prompt(self, rng: random.Random) -> Prompt:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
@@ -81,8 +84,13 @@ class RunSession:
             self.live.add(record)
 
     def finish(self, environment: Any) -> None:
+        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops."""
+        if self.finished:
+            return
+        self.finished = True
         self.writer.close()
-        write_summary(self.run_dir, summarize(read_records(self.writer.path), self.config))
+        summary = summarize(read_records(self.writer.path), self.config)
+        write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
         _write_locust_csv(environment, self.run_dir)
 
 

@@ -34,6 +34,16 @@ def _latency(summary: dict[str, Any], key: str, name: str, title: str) -> list[s
     ]
 
 
+def _status(summary: dict[str, Any]) -> list[str]:
+    """Lines saying the run did not reach its end: stopped by a signal, or rebuilt after it died."""
+    lines = []
+    if summary.get("interrupted_by"):
+        lines.append(_row("Stopped early by:", f"{summary['interrupted_by']} (streams in flight were finished or cut)"))
+    if summary.get("partial"):
+        lines.append(_row("PARTIAL, rebuilt from samples.jsonl:", "missing " + "; ".join(summary.get("missing") or [])))
+    return lines
+
+
 def format_result(summary: dict[str, Any]) -> str:
     """The block for a summary.json's contents."""
     config = summary.get("config", {})
@@ -41,6 +51,7 @@ def format_result(summary: dict[str, Any]) -> str:
     reasoning_share = summary["reasoning_ratio"]
     lines = [
         _rule(" Serving Benchmark Result ", "="),
+        *_status(summary),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
              f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),

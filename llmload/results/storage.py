@@ -1,12 +1,15 @@
 """Files of a run's folder: samples.jsonl (one RequestRecord a line) and summary.json.
 
 Records are buffered in memory and appended by a background thread (a greenlet under Locust)
-once a second, and on close, so nothing measured is lost when the run ends. Nothing here
-rewrites a file that holds results.
+every FLUSH_INTERVAL seconds, so a ``kill -9`` loses at most that much; on close they are
+flushed and fsynced. A run killed before its summary gets one rebuilt from samples.jsonl,
+marked partial. Nothing here rewrites a file that holds results.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 import time
 from pathlib import Path
@@ -17,10 +20,11 @@ import orjson
 from llmload.errors import ResultsError
 from llmload.files import write_atomic
 from llmload.options import bare_model_name
-from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary
-from llmload.results.records import RequestRecord
+from llmload.results.records import RequestRecord, read_records
+from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
-__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "SampleWriter", "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version"]
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "LOCUST_FILES", "SampleWriter",
+           "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -29,6 +33,11 @@ CELL_FILE = "cell.json"
 """A sweep cell is complete when this marker exists."""
 METRICS_FILE = "server_metrics.jsonl"
 SCENARIO_FILE = "scenario.json"
+LOCUST_FILES = ("locust_stats.csv", "locust_failures.csv", "locust.html")
+"""Locust's own tables, written once the test has stopped."""
+RUN_END_MISSING = "the end of the run (streams in flight when it died left no record)"
+_REQUIRED_SUMMARY_KEYS = tuple(f.name for f in dataclasses.fields(Summary)
+                               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 class SampleWriter:
@@ -61,11 +70,14 @@ class SampleWriter:
             self.flush()
 
     def close(self) -> None:
+        """Stop the thread, write what is pending and sync the file to disk."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         self.flush()
+        with self.path.open("ab") as f:
+            os.fsync(f.fileno())
 
 
 def default_run_dir(gpu: str, model: str, effort: str, users: int) -> Path:
@@ -95,16 +107,47 @@ def check_schema_version(data: dict[str, Any], path: Path) -> None:
                            "reads; read it with the suite that wrote it")
 
 
+def _run_folder(run_dir: Path) -> Path:
+    if not run_dir.is_dir():
+        raise ResultsError(f"{run_dir}: no such folder" if not run_dir.exists()
+                           else f"{run_dir} is a file; give the run's folder (the one holding samples.jsonl)")
+    return run_dir
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json, its schema version checked."""
-    path = run_dir / SUMMARY_FILE
+    """A run's summary.json, its schema version checked; ResultsError (one line) when the folder or the file is not one."""
+    path = _run_folder(run_dir) / SUMMARY_FILE
     try:
-        data = orjson.loads(path.read_bytes())
+        summary = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         raise ResultsError(f"{path} does not exist: the run wrote no summary") from None
     except orjson.JSONDecodeError as e:
-        raise ResultsError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: not a run summary")
-    check_schema_version(data, path)
-    return data
+        raise ResultsError(f"{path} is not valid JSON ({e}); it is left as it is: move it aside, and "
+                           f"`python -m llmload report {run_dir}` rebuilds it from {SAMPLES_FILE}") from None
+    if isinstance(summary, dict) and "schema_version" in summary:  # without one it is no summary (below)
+        check_schema_version(summary, path)
+    absent = [key for key in _REQUIRED_SUMMARY_KEYS if not isinstance(summary, dict) or key not in summary]
+    if absent:
+        raise ResultsError(f"{path} is not a run summary (no {absent[0]}); it is left as it is: move it aside, and "
+                           f"`python -m llmload report {run_dir}` rebuilds it from {SAMPLES_FILE}")
+    return summary
+
+
+def rebuild_summary(run_dir: Path) -> Summary:
+    """The Summary of a run that died before writing one: from its samples.jsonl and config.json, marked partial."""
+    samples = _run_folder(run_dir) / SAMPLES_FILE
+    if not samples.is_file():
+        raise ResultsError(f"{run_dir} holds neither {SUMMARY_FILE} nor {SAMPLES_FILE}: not a run folder")
+    missing = [RUN_END_MISSING]
+    try:
+        config = orjson.loads((run_dir / CONFIG_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        config = None
+    if not isinstance(config, dict):
+        config, missing = {}, [*missing, CONFIG_FILE]
+    missing += [name for name in LOCUST_FILES if not (run_dir / name).exists()]
+    try:
+        records = list(read_records(samples))
+    except (ValueError, TypeError) as e:
+        raise ResultsError(f"{samples} is not a samples file ({e})") from None
+    return dataclasses.replace(summarize(records, config), partial=True, missing=missing)

@@ -110,6 +110,12 @@ class Summary:
     finish_reasons: dict[str, int]
     token_sources: dict[str, int]
     """How many requests took their counts from server usage or from counting the stream."""
+    interrupted_by: str | None = None
+    """The first SIGINT or SIGTERM the run got ("SIGINT", "SIGTERM"): no request was sent after it. None: none came."""
+    partial: bool = False
+    """Rebuilt from samples.jsonl after the run died without writing its summary (``llmload report``)."""
+    missing: list[str] = field(default_factory=list)
+    """With ``partial``: what the run did not leave behind."""
     config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SUMMARY_SCHEMA_VERSION
 

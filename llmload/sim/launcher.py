@@ -30,11 +30,12 @@ def start_sim(args: list[str], timeout_s: float = 20.0, api_key: str = "") -> tu
         env.pop(name, None)  # a key exported for a real server must not lock the built-in target
     if api_key:
         env["VLLM_API_KEY"] = api_key
-    # stderr goes to a file so a chatty child can never block on a full pipe.
+    # stderr goes to a file so a chatty child can never block on a full pipe. Its own session keeps a
+    # terminal's Ctrl-C away from it: it serves the streams of an interrupted run to their end, then stop_sim.
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "llmload.sim", *args, "--port", "0"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env,
-                            preexec_fn=die_with_parent)
+                            start_new_session=True, preexec_fn=die_with_parent)
     proc._sim_stderr = err  # type: ignore[attr-defined]  # kept for stop_sim/diagnostics
     deadline = time.monotonic() + timeout_s
     line = b""

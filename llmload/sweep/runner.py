@@ -7,7 +7,9 @@
 
 A cell's key is a hash of its settings, so rerunning the same command skips finished cells and
 runs again the one that was cut short. Nothing finished is rewritten; cells.csv is derived from
-the cells' own files each time a cell finishes.
+the cells' own files each time a cell finishes. Ctrl-C (or SIGTERM) reaches the cell in flight as
+it reaches `make load` (the first lets its streams finish, a second cuts them); the cell stays
+unfinished, the sweep stops with one line and exit code 130 (143).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import Any, Callable
 import orjson
 
 from llmload import options as opts
-from llmload.errors import ConfigError
+from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
-from llmload.processes import die_with_parent
+from llmload.processes import SignalForwarder, stoppable_child
 from llmload.sweep.scenarios import Cell, Scenario
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
@@ -100,7 +102,7 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> fl
 
 
 def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-              server: dict[str, str], tick: Callable[[float], None]) -> bool:
+              server: dict[str, str], tick: Callable[[float], None], signals: SignalForwarder) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
@@ -109,18 +111,14 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     try:
         with (cell_dir / "load.log").open("wb") as log:
             started_s = time.monotonic()
+            # Its own session: a Ctrl-C reaches it once, through `signals`, as it reaches `make load`.
             load = subprocess.Popen([sys.executable, "-m", "llmload", "load", *(f"{k}={v}" for k, v in settings.items())],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
-                                    env={**os.environ, "API_KEY": api_key})  # the key never goes on a command line
-            while True:
-                try:
-                    code = load.wait(timeout=1.0)
-                    break
-                except subprocess.TimeoutExpired:
-                    tick(time.monotonic() - started_s)
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=stoppable_child, env={**os.environ, "API_KEY": api_key})  # the key never goes on a command line
+            code = signals.wait(load, lambda: tick(time.monotonic() - started_s))
     finally:
         sampler.stop()
-    if code != 0 or not (cell_dir / SUMMARY_FILE).exists():
+    if code != 0 or signals.first or not (cell_dir / SUMMARY_FILE).exists():
         return False
     marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
               "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
@@ -144,9 +142,18 @@ def _terminal_line(text: str) -> None:
 
 def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
               api_key: str = "", progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line) -> int:
-    """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun)."""
+    """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun).
+
+    Interrupted (one line for the CLI) when SIGINT or SIGTERM stops it; the cell in flight stays unfinished.
+    """
     if speedup != 1.0 and host:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
+    with SignalForwarder() as signals:
+        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals)
+
+
+def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
+               progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder) -> int:
     (out / "cells").mkdir(parents=True, exist_ok=True)
     cells = list(scenario.cells)
     _write_missing_prompt_sets(cells, progress)
@@ -171,8 +178,11 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
             cell_s = _cell_expected_s(cell, speedup, done_wall_s)
             ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key, server,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
-                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"))
+                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
             live("")
+        if signals.first:
+            raise Interrupted(signals.first, f"cell {cell.index} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "
+                                             f"rerun the same command to resume: it runs that cell again")
         done_wall_s.append(time.monotonic() - started_s)
         if ok:
             write_cells_csv(out)

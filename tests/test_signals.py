@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import requests
 
 from conftest import REPO, run_cli
 from llmload.results.records import read_records
@@ -304,3 +305,33 @@ def test_ctrl_c_in_locusts_web_ui_stops_the_test_and_the_ui(tmp_path, slow_targe
     assert_one_record_per_request(out, sent)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted_by"] == "SIGINT" and summary["requests_ok"] == len(sent) >= 2
+
+
+def test_ctrl_c_ends_make_ui_after_its_streams_finish(tmp_path, slow_target):
+    url, stop_target = slow_target
+    out, port = tmp_path / "run", free_port()
+    origin = f"http://127.0.0.1:{port}"
+    run = Run(tmp_path, "ui", f"HOST={url}", f"WEB_PORT={port}", "MAX_TOKENS=40", f"OUT={out}")
+    http = requests.Session()
+    http.trust_env = False
+
+    def answers() -> bool:
+        assert run.alive(), run.stderr_path.read_text()
+        try:
+            return http.get(origin + "/", timeout=2).ok
+        except requests.ConnectionError:
+            return False
+
+    wait_until(answers, 60, "the web UI")
+    started = http.post(origin + "/swarm", data={"user_count": "2", "spawn_rate": "2", "host": url}, headers={"Origin": origin}, timeout=10)
+    assert started.json()["success"] is True
+    wait_until(lambda: running_streams(url) == 2, 60, "two streams in flight")
+    signalled_s = run.signal(signal.SIGINT)
+    code, stdout, stderr = run.finish()
+    assert code == 0, stderr[-3000:]  # Ctrl-C is how the web UI is meant to end
+    assert "Traceback" not in stdout + stderr
+    sent = stop_target()
+    records = assert_one_record_per_request(out, sent)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted_by"] == "SIGINT" and summary["requests_ok"] == len(records) >= 2
+    assert any(r.start_monotonic_s < signalled_s < r.start_monotonic_s + r.e2e_s for r in records)

@@ -54,11 +54,12 @@ class SignalForwarder:
 
     The child runs in its own session (``start_new_session=True``), so a terminal's Ctrl-C reaches
     it only through us, once per press: its first stops the run gracefully, its second cuts it.
-    With no child running, the first signal raises Interrupted; once one was forwarded, later
+    With no child running, the first signal raises Interrupted(idle_message); once one was forwarded, later
     ones are only counted (the run is already ending). ``first`` is the first signal's number.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle_message: str = "stopped before the load started; nothing was measured") -> None:
+        self.idle_message = idle_message
         self.received: list[int] = []
         self._child: subprocess.Popen | None = None
         self._previous: dict[int, object] = {}
@@ -84,7 +85,7 @@ class SignalForwarder:
             if self._child.poll() is None:
                 self._child.send_signal(signum)
         elif len(self.received) == 1:
-            raise Interrupted(signum, "stopped before the load started; nothing was measured")
+            raise Interrupted(signum, self.idle_message)
 
     def wait(self, child: subprocess.Popen, tick: Callable[[], None] | None = None, tick_s: float = 1.0) -> int:
         """``child``'s exit code, forwarding signals to it meanwhile; ``tick`` runs every ``tick_s``."""

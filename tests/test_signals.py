@@ -130,10 +130,11 @@ def test_ctrl_c_lets_streams_finish_against_the_built_in_target(tmp_path):
     assert running_streams(url) == 0  # stopped by us once Locust was done
 
 
-def test_a_second_ctrl_c_cuts_the_streams_and_keeps_them_as_interrupted(tmp_path, slow_target):
+@pytest.mark.parametrize("client", ["raw", "openai"])
+def test_a_second_ctrl_c_cuts_the_streams_and_keeps_them_as_interrupted(tmp_path, slow_target, client):
     url, stop_target = slow_target
     out = tmp_path / "run"
-    run = Run(tmp_path, "load", f"HOST={url}", "USERS=2", "DURATION=60s", "MAX_TOKENS=400", f"OUT={out}")
+    run = Run(tmp_path, "load", f"HOST={url}", "USERS=2", "DURATION=60s", "MAX_TOKENS=400", f"CLIENT={client}", f"OUT={out}")
     wait_until(lambda: running_streams(url) == 2, 60, "two streams in flight")
     time.sleep(1.0)  # the streams have sent tokens: what they measured so far is kept
     run.signal(signal.SIGINT)

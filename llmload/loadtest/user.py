@@ -23,6 +23,7 @@ from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.live import install_streaming_tab
 from llmload.promptsets.catalog import load_prompt_set
 from llmload.loadtest.session import RunSession, current_session
+from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
 
 __all__ = ["ChatUser"]
@@ -59,6 +60,8 @@ class ChatUser(User):
         warmup = session.budget.is_warmup(ticket)
         if not warmup:
             session.budget.warmed_up.wait()
+            if stop_signal(self.environment) is not None:
+                raise StopUser()  # Ctrl-C came while this user waited for the warm-ups: send nothing more
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
         body = chat_body(session.chat, prompt.messages, prompt.request, nonce)

@@ -33,9 +33,11 @@ sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPE
 	$(PY) -m llmload sweep $(SETTINGS)
 
 figures: $(VENV)/.installed  ## figures/ and report.html from results folders: RESULTS="dir [dir ...]"
+	$(if $(RESULTS),,$(error RESULTS is missing: make figures RESULTS="results/<sweep> [more results folders]"))
 	$(PY) -m plots figures $(RESULTS)
 
 compare: $(VENV)/.installed  ## Markdown: B (tuned) against A (baseline), per workload
+	$(if $(and $(A),$(B)),,$(error A and B are needed: make compare A=results/<baseline> B=results/<tuned>))
 	$(PY) -m plots compare $(A) $(B)
 
 prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed

@@ -20,8 +20,10 @@ import argparse
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -34,7 +36,11 @@ from llmload.results.report import format_result
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary, rebuild_summary, write_summary
 from llmload.loadtest.target import target
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
+
+EXIT_BAD_INPUT = 2
+EXIT_FAIL_RATIO = 3
+"""The run stopped (or ended) with more failed requests than MAX_FAIL_RATIO allows."""
 
 
 def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
@@ -60,16 +66,60 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str]) -> argparse.Namespace:
+def _prepare(settings: Sequence[str], headless: bool) -> argparse.Namespace:
     options = opts.parse_run_args(settings)
     load_prompt_set(options.prompts, options.seed)  # a bad prompt set fails here, before any server starts
+    _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
+    if not headless:
+        _check_port_free(options.web_host, options.web_port)
     return options
 
 
+def _check_out(out: str) -> None:
+    """OUT (or results/, its default's parent) must be a folder this user can create and write in."""
+    setting = f"OUT={out}" if out else "OUT (default results/...)"
+    path = Path(out or "results")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{setting} is a file, not a folder; choose another OUT")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{setting}: {existing} is a file, not a folder; choose another OUT")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        raise ConfigError(f"{setting}: cannot write in {existing} ({e.strerror or e}); choose another OUT") from None
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            raise ConfigError(f"WEB_PORT={port}: {host}:{port} is taken (another `make ui`?); stop it or give another WEB_PORT") from None
+
+
+def _made_dirs(path: Path) -> list[Path]:
+    """Create ``path`` and return the folders that did not exist before, outermost first."""
+    missing = [p for p in (path, *path.parents) if not p.exists()][::-1]
+    path.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_if_empty(made: list[Path]) -> None:
+    """A refused run leaves no empty folders behind; rmdir never removes a folder holding anything."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def _run(settings: Sequence[str], headless: bool) -> int:
-    options = _prepare(settings)
+    options = _prepare(settings, headless)
     key = opts.api_key(options)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with SignalForwarder() as signals, target(options) as host:
@@ -85,15 +135,17 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             if opts.web_login() is not None:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
             print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
-        out.mkdir(parents=True, exist_ok=True)
+        made = _made_dirs(out)
         # Locust's own session: only we signal it, once per Ctrl-C; the built-in target outlives it.
         locust = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
-        code = signals.wait(locust)
+        try:
+            code = signals.wait(locust)
+        finally:
+            _remove_if_empty(made)
     if not headless:
         return 0 if code == 0 or signals.first else code
     if not (out / SUMMARY_FILE).exists():
         if signals.first:
-            _remove_if_empty(out)
             raise Interrupted(signals.first, "stopped before the test started; nothing was measured")
         raise LoadTestError(f"Locust exited with code {code} before writing {out / SUMMARY_FILE}; see its output above")
     summary = read_summary(out)
@@ -103,14 +155,23 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         return 128 + signals.first
     if code != 0:
         return code
+    too_many = _fail_ratio_line(summary, options.max_fail_ratio)
+    if too_many:
+        print(f"error: {too_many}", file=sys.stderr)
+        return EXIT_FAIL_RATIO
     return 0 if summary["requests_ok"] > 0 else 1
 
 
-def _remove_if_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:
-        pass  # it holds something: keep it
+def _fail_ratio_line(summary: dict, limit: float) -> str | None:
+    """One line when the run's failed share passed MAX_FAIL_RATIO (or it stopped for that), else None."""
+    ok, failed = summary["requests_ok"], summary["requests_failed"]
+    stopped = summary["config"].get("stopped_by") == "MAX_FAIL_RATIO"
+    if not (stopped or (limit and failed and failed / (ok + failed) > limit)):
+        return None
+    when = "the run was stopped early" if stopped else "the run's results are mostly failures"
+    kinds = ", ".join(f"{kind} {n}" for kind, n in summary.get("errors", {}).items() if kind != "interrupted")
+    return (f"MAX_FAIL_RATIO={limit:g} passed: {failed} of {ok + failed} requests failed ({kinds}); "
+            f"{when}. Fix the server or raise MAX_FAIL_RATIO (0: never stop)")
 
 
 def _prompts(settings: Sequence[str]) -> int:
@@ -122,14 +183,14 @@ def _prompts(settings: Sequence[str]) -> int:
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
     sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
     out = Path(options.out) if options.out else GENERATED_DIR
+    key = opts.api_key(options)
+    info = probe_server(options.verify, key, setting="VERIFY") if options.verify else None  # before any set is written
     for stats in write_prompt_sets(sizes, options.count, options.seed, Path(options.templates), out):
         print(f"{out}/{stats.size}.jsonl: {stats.count} prompts, {stats.prompt_tokens_min}-{stats.prompt_tokens_max} tokens "
               f"(target {stats.target_tokens}, within {stats.max_deviation_ratio:.2%}), "
               f"mean shared prefix {stats.shared_prefix_tokens_mean:.0f} tokens")
-    if not options.verify:
+    if info is None:
         return 0
-    key = opts.api_key(options)
-    info = probe_server(options.verify, key, setting="VERIFY")
     model = resolve_model(options.model, info)
     mismatches = 0
     for size in sizes:
@@ -189,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return sim_main(rest)
     except LoadTestError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except Interrupted as e:
         print(f"interrupted by {signal.Signals(e.signum).name}: {e}", file=sys.stderr)
         return e.exit_code

@@ -11,11 +11,12 @@ commands that take it; summary.json's ``config`` records a run's options under `
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -25,6 +26,7 @@ __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "web_login", "extra_body", "run_config",
+    "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
 ]
 
 REASONING_EFFORTS = ("low", "medium", "high")
@@ -61,6 +63,13 @@ class Option:
     """The commands that take it (see COMMANDS)."""
     value_type: type | None = None
     """The type when ``default`` is None (an option that is off unless given)."""
+    # The range of a numeric option, checked wherever it is parsed (check_range); nan and inf never pass.
+    minimum: float | None = None
+    """The smallest value allowed."""
+    above: float | None = None
+    """Values must be greater than this (a timeout of 0 s means nothing)."""
+    maximum: float | None = None
+    """The largest value allowed."""
 
 
 # Defaults that are empty are filled from other values where they are used, as each help says.
@@ -73,51 +82,51 @@ TABLE: tuple[Option, ...] = (
            "target: gpt-oss-20b; make serve-vllm-cpu: tiny-gptoss); VERIFY: the model named in /tokenize",
            commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu")),
     Option("EFFORT", "--effort", "effort", "medium", "reasoning_effort sent (none leaves it out)", choices=EFFORTS),
-    Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u"),
-    Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r"),
-    Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)"),
+    Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u", minimum=1),
+    Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r", minimum=0),
+    Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)", minimum=0),
     Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: 2k, 4k, 8k (generated), a prompts JSONL path, "
            "sharegpt:PATH[:N], random:IN:OUT[:N], or builtin"),
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
-    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides"),
-    Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)"),
+    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides", minimum=0),
+    Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)", minimum=0),
     Option("SPEEDUP", "--speedup", "speedup", 1.0, "the built-in target runs N times faster (without HOST, or a HOST "
-           "started with SPEEDUP=N); DURATION is divided by N", commands=("load", "ui", "sweep", "serve-sim")),
-    Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s"),
+           "started with SPEEDUP=N); DURATION is divided by N", commands=("load", "ui", "sweep", "serve-sim"), above=0),
+    Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s", minimum=0),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
            "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts)",
            commands=("load", "ui", "sweep", "prompts")),
-    Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent"),
+    Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent", minimum=0),
     Option("EXTRA_BODY", "--extra-body", "extra_body", "", "JSON object merged into every request body"),
     Option("CONTINUOUS_USAGE", "--continuous-usage", "continuous_usage", "auto", "ask for usage on every chunk (auto: when the server is vLLM)", choices=("auto", "on", "off")),
-    Option("REQUEST_TIMEOUT", "--request-timeout", "request_timeout", 600.0, "seconds a request may wait for data before it fails"),
+    Option("REQUEST_TIMEOUT", "--request-timeout", "request_timeout", 600.0, "seconds a request may wait for data before it fails", above=0),
     Option("SEED", "--seed", "seed", 0, "seed: of each user's random prompt choice; prompts: a set depends only on it, "
            "the templates and the size; serve-sim: of output lengths and faults",
-           commands=("load", "ui", "prompts", "serve-sim")),
+           commands=("load", "ui", "prompts", "serve-sim"), minimum=0),
     Option("API_KEY", "--api-key", "api_key", "", "API key sent with every call to the server: $API_KEY, else "
            "$OPENAI_API_KEY, or API_KEY_FILE; in the web UI, type one to load another host; serve-sim: the key the "
            "built-in target requires (as vLLM's --api-key)", secret=True, commands=("load", "ui", "prompts", "sweep", "serve-sim")),
     # prompts
     Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)", commands=("prompts",)),
-    Option("COUNT", "--count", "count", 5000, "prompts per set", commands=("prompts",)),
+    Option("COUNT", "--count", "count", 5000, "prompts per set", commands=("prompts",), minimum=1),
     Option("TEMPLATES", "--templates", "templates", "templates", "folder of task templates", commands=("prompts",)),
     Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set", commands=("prompts",)),
     # sweep
     Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
-    Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",)),
+    Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",), minimum=0.1),
     # the built-in target and the vLLM CPU server
-    Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu")),
+    Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu"), minimum=0, maximum=65535),
     Option("BIND", "--host", "host", "127.0.0.1", "loopback address the built-in target listens on", commands=("serve-sim",)),
     Option("FIXED_TTFT_MS", "--fixed-ttft-ms", "fixed_ttft_ms", None, "exact time to first token after admission, replacing the model",
-           commands=("serve-sim",), value_type=float),
+           commands=("serve-sim",), value_type=float, minimum=0),
     Option("FIXED_ITL_MS", "--fixed-itl-ms", "fixed_itl_ms", None, "exact inter-token latency; 0 sends tokens as fast as possible",
-           commands=("serve-sim",), value_type=float),
-    Option("FAIL_RATE", "--fail-rate", "fail_rate", 0.0, "fraction of requests answered 500 (fault injection)", commands=("serve-sim",)),
+           commands=("serve-sim",), value_type=float, minimum=0),
+    Option("FAIL_RATE", "--fail-rate", "fail_rate", 0.0, "fraction of requests answered 500 (fault injection)", commands=("serve-sim",), minimum=0, maximum=1),
     Option("DISCONNECT_RATE", "--disconnect-rate", "disconnect_rate", 0.0, "fraction of requests whose connection is closed mid-stream",
-           commands=("serve-sim",)),
+           commands=("serve-sim",), minimum=0, maximum=1),
     Option("SEND_LOG", "--send-log", "send_log", None, "append per-token send times of streamed requests as JSON lines to this file",
            commands=("serve-sim",), value_type=str),
     # secrets and the web UI
@@ -125,11 +134,22 @@ TABLE: tuple[Option, ...] = (
            to_locust=False, commands=("load", "ui", "prompts", "sweep")),
     Option("WEB_HOST", "--web-host", "web_host", "127.0.0.1", "address the web UI listens on; anything but 127.0.0.1 needs WEB_LOGIN",
            to_locust=False),
-    Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False),
+    Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False, minimum=1, maximum=65535),
     Option("WEB_LOGIN", "--web-login", "web_login", "", "user:password the web UI asks for (Locust's --web-login)",
            secret=True, to_locust=False),
     # crash safety
     Option("FLUSH_INTERVAL", "--flush-interval", "flush_interval", 1.0, "seconds between appends of records to samples.jsonl: at most what a kill -9 loses"),
+    # failure pacing, and faults the built-in target injects
+    Option("FAILURE_BACKOFF", "--failure-backoff", "failure_backoff", 0.1, "seconds a user waits after a failed request, "
+           "doubled after each failure in a row up to FAILURE_BACKOFF_MAX, none after a success (0: no wait)", minimum=0),
+    Option("FAILURE_BACKOFF_MAX", "--failure-backoff-max", "failure_backoff_max", 5.0, "the longest wait after failures in a row, in seconds",
+           minimum=0),
+    Option("MAX_FAIL_RATIO", "--max-fail-ratio", "max_fail_ratio", 0.5, "stop the run once more than this share of its requests "
+           "failed, judged from the 10th on (exit code 3; 0: never stop)", minimum=0, maximum=1),
+    Option("FAULT", "--fault", "fault", None, "a fault injected into chat requests: no-done, bad-json, error-object, slow-headers, "
+           "or http-<code> (that status, with a request id in its message)", commands=("serve-sim",), value_type=str),
+    Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of chat requests FAULT hits", commands=("serve-sim",),
+           minimum=0, maximum=1),
 )
 
 
@@ -173,7 +193,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         if (o.locust_flag and not include_locust) or (web_ui and not o.to_locust):
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]
-        kwargs: dict[str, Any] = dict(dest=o.dest, type=o.value_type or type(o.default), default=o.default, help=o.help)
+        kwargs: dict[str, Any] = dict(dest=o.dest, type=_checked_type(o), default=o.default, help=o.help)
         if o.choices:
             kwargs["choices"] = o.choices
         if web_ui:
@@ -199,6 +219,43 @@ def settings_to_argv(settings: Sequence[str], table: Sequence[Option] = OPTIONS)
     return argv
 
 
+def check_range(o: Option, value: Any) -> None:
+    """ConfigError unless a numeric option's value is a finite number inside the option's range."""
+    kind = o.value_type or type(o.default)
+    if value is None or kind is bool or kind not in (int, float):
+        return
+    inside = (math.isfinite(value) and (o.minimum is None or value >= o.minimum)
+              and (o.above is None or value > o.above) and (o.maximum is None or value <= o.maximum))
+    if not inside:
+        rules = [f"{word} {limit:g}" for word, limit in (("at least", o.minimum), ("more than", o.above), ("at most", o.maximum))
+                 if limit is not None]
+        default = "" if o.default is None else f" (the default is {o.key}={o.default})"
+        raise ConfigError(f"{o.key}={value:g} is out of range: it must be a finite number{' ' if rules else ''}{' and '.join(rules)}{default}")
+
+
+def check_ranges(options: Any, table: Sequence[Option] = OPTIONS) -> None:
+    """check_range for every option of ``table`` in ``options`` (values from Locust's web UI form never met the parser)."""
+    for o in table:
+        if hasattr(options, o.dest):
+            check_range(o, getattr(options, o.dest))
+
+
+def _checked_type(o: Option) -> Callable[[str], Any]:
+    """The option's type for argparse: cast by its type, then range-checked."""
+    cast = o.value_type or type(o.default)
+
+    def convert(text: str) -> Any:
+        value = cast(text)
+        try:
+            check_range(o, value)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return value
+
+    convert.__name__ = cast.__name__  # argparse names the type in "invalid int value: 'x'"
+    return convert
+
+
 class _OneLineParser(argparse.ArgumentParser):
     def __init__(self, table: Sequence[Option]) -> None:
         super().__init__(prog="llmload", add_help=False)
@@ -210,6 +267,8 @@ class _OneLineParser(argparse.ArgumentParser):
         if match:
             flags = set(match.group(1).split("/"))
             for o in self.table:
+                if match.group(2).startswith(f"{o.key}="):
+                    raise ConfigError(match.group(2))  # check_range's own line
                 if flags & {o.flag, o.locust_flag}:
                     raise ConfigError(f"{o.key} (--{o.flag.lstrip('-')}): {match.group(2)}")
         raise ConfigError(message)
@@ -250,6 +309,16 @@ def scaled_duration_s(options: Any) -> float:
     return parse_duration_s(options.run_time) / options.speedup
 
 
+SUITE_OWNED_FIELDS = {
+    "model": "set MODEL= instead", "messages": "choose prompts with PROMPTS= instead",
+    "stream": "the suite always streams", "stream_options": "set CONTINUOUS_USAGE= instead",
+    "n": "one choice per request is measured", "max_tokens": "set MAX_TOKENS= instead",
+    "max_completion_tokens": "set MAX_TOKENS= instead", "temperature": "set TEMPERATURE= instead",
+    "reasoning_effort": "set EFFORT= instead",
+}
+"""Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
+
+
 def _extra_body(text: str) -> dict[str, Any]:
     if not text:
         return {}
@@ -259,25 +328,20 @@ def _extra_body(text: str) -> dict[str, Any]:
         raise ConfigError(f"EXTRA_BODY is not JSON ({e}); give an object like '{{\"top_p\": 0.9}}'") from None
     if not isinstance(value, dict):
         raise ConfigError("EXTRA_BODY must be a JSON object like '{\"top_p\": 0.9}'")
+    owned = [key for key in value if key in SUITE_OWNED_FIELDS]
+    if owned:
+        raise ConfigError(f"EXTRA_BODY sets {owned[0]!r}, which the suite sets itself: remove it ({SUITE_OWNED_FIELDS[owned[0]]})")
     return value
 
 
 def validate(options: argparse.Namespace) -> None:
-    """Raise ConfigError on values the parser's types and choices let through."""
-    if options.num_users < 1:
-        raise ConfigError(f"USERS={options.num_users} must be at least 1")
-    if options.spawn_rate < 0:
-        raise ConfigError(f"SPAWN_RATE={options.spawn_rate:g} must not be negative")
-    if options.max_tokens < 0:
-        raise ConfigError(f"MAX_TOKENS={options.max_tokens} must be 0 (left out) or more")
+    """Raise ConfigError on values the parser lets through."""
+    check_ranges(options)
     if parse_duration_s(options.run_time) <= 0:
         raise ConfigError(f"DURATION={options.run_time} must be longer than 0 s")
-    if options.requests < 0 or options.warmup_requests < 0:
-        raise ConfigError("REQUESTS and WARMUP_REQUESTS must be 0 or more")
-    if not options.speedup > 0:
-        raise ConfigError(f"SPEEDUP={options.speedup:g} must be more than 0")
-    if not 1 <= options.web_port <= 65535:
-        raise ConfigError(f"WEB_PORT={options.web_port} must be a port number, 1 to 65535")
+    if options.failure_backoff_max < options.failure_backoff:
+        raise ConfigError(f"FAILURE_BACKOFF_MAX={options.failure_backoff_max:g} is below FAILURE_BACKOFF={options.failure_backoff:g}; "
+                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
     if web_login() is None and options.web_host != "127.0.0.1":
         raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
     if not 0 < options.flush_interval <= 60:

@@ -87,7 +87,7 @@ def test_failures_are_counted_not_hidden(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "1", "--fail-rate", "0.5"])
     try:
         out = tmp_path / "run"
-        done = run_cli("load", f"HOST={url}", "USERS=2", "DURATION=2s", "MAX_TOKENS=10", f"OUT={out}")
+        done = run_cli("load", f"HOST={url}", "USERS=2", "DURATION=2s", "MAX_TOKENS=10", "MAX_FAIL_RATIO=0", f"OUT={out}")
     finally:
         stop_sim(process)
     assert done.returncode == 0, done.stderr[-2000:]

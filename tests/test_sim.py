@@ -431,13 +431,16 @@ def test_metrics_parse_and_move(client):
     after = client.request("GET", "/metrics").body.decode()
     for text in (before, after):
         for line in text.splitlines():
-            assert line.startswith("#") or re.fullmatch(r"(vllm|llmload_sim):\w+\{[^}]*\} [0-9.e+-]+", line), line
+            assert line.startswith("#") or re.fullmatch(r"((vllm|llmload_sim):\w+|http_requests_total)\{[^}]*\} [0-9.e+-]+", line), line
     assert _metric(after, "vllm:generation_tokens_total") - _metric(before, "vllm:generation_tokens_total") == 40
     assert _metric(after, "vllm:prompt_tokens_total") - _metric(before, "vllm:prompt_tokens_total") == prompt
     key = ("vllm:request_success_total", 'finished_reason="length",')
     assert _metric(after, *key) - _metric(before, *key) == 1
     assert _metric(after, "vllm:num_requests_running") == 0
     assert 0 <= _metric(after, "vllm:kv_cache_usage_perc") <= 1
+    chat_2xx = re.compile(r'^http_requests_total\{handler="/v1/chat/completions",method="POST",status="2xx"\} (\S+)$', re.M)
+    received = [float(m.group(1)) if (m := chat_2xx.search(text)) else 0.0 for text in (before, after)]
+    assert received[1] - received[0] == 1  # vLLM's own count of the requests it answered
 
 
 def test_simple_routes(client):

@@ -80,6 +80,11 @@ class StreamAccumulator:
         """When ``[DONE]`` arrived, if it did."""
         return self._done_s
 
+    @property
+    def stream_error(self) -> str | None:
+        """The message of an error object the stream carried, if any."""
+        return self._stream_error
+
     def finish(self, end_s: float, error: str | None = None, detail: str | None = None) -> RequestRecord:
         """The record, ending at monotonic ``end_s``; ``error`` is a category (see RequestRecord)."""
         if error is None and self._stream_error is not None:

@@ -15,10 +15,11 @@ from typing import Any
 
 import orjson
 
+from llmload.client.accumulator import StreamAccumulator
+from llmload.client.faults import error_message
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
 from llmload.control_http import split_base_url
 from llmload.errors import ProtocolError, RequestFailed
-from llmload.client.accumulator import StreamAccumulator
 
 __all__ = ["RawChatClient"]
 
@@ -52,13 +53,15 @@ class RawChatClient:
         self.close()
         try:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._scheme == "https":
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
         except socket.timeout:
             raise RequestFailed("timeout", f"connecting to {self._host}:{self._port}") from None
+        except ssl.SSLError as e:
+            raise RequestFailed("connect", f"{self._host}:{self._port}: TLS handshake failed ({e.reason or e})") from None
         except OSError as e:
             raise RequestFailed("connect", f"{self._host}:{self._port}: {e.strerror or e}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
         self._sock = sock
         return sock
 
@@ -158,9 +161,9 @@ def _read_stream(sock: socket.socket, acc: StreamAccumulator) -> tuple[float, bo
             if decoder is None and length is None:
                 break  # a close-delimited body ends here
             raise RequestFailed("disconnected", "connection closed mid-stream")
-    if acc.done_s is None:
+    if acc.done_s is None and acc.stream_error is None:  # an error object says more than a missing [DONE]
         raise RequestFailed("protocol", "stream ended without data: [DONE]")
-    return acc.done_s, keep
+    return acc.done_s or arrived_s, keep
 
 
 def _content_length(headers: dict[str, str]) -> int | None:
@@ -184,4 +187,4 @@ def _error_body(sock: socket.socket, data: bytes, chunked: bool, length: int | N
         if not more:
             break
         body += decoder.feed(more) if decoder is not None else more
-    return body[:300].decode("utf-8", "replace").strip()
+    return error_message(body[:_ERROR_BODY_LIMIT])

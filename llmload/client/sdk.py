@@ -12,9 +12,10 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from llmload.client.accumulator import StreamAccumulator
+from llmload.client.faults import error_message
 from llmload.control_http import server_root
 from llmload.errors import RequestFailed
-from llmload.client.accumulator import StreamAccumulator
 
 __all__ = ["OpenAIChatClient"]
 
@@ -33,21 +34,27 @@ class OpenAIChatClient:
     """Streams through ``openai.OpenAI().chat.completions.create(stream=True)``."""
 
     def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
-        import openai  # lazy: a heavy import that only CLIENT=openai needs
+        import httpx2  # lazy, as openai: heavy imports that only CLIENT=openai needs
+        import openai
+
+        from llmload.client.sdk_transport import DoneWatch
 
         self._openai = openai
+        self._httpx = httpx2
+        self._watch = DoneWatch(httpx2.HTTPTransport(verify=_ssl_context()))
         self._client = openai.OpenAI(
             base_url=f"{server_root(base_url)}/v1",
             api_key=api_key or "EMPTY",
             max_retries=0,
             timeout=timeout_s,
-            http_client=openai.DefaultHttpxClient(verify=_ssl_context(), timeout=timeout_s, trust_env=False),
+            http_client=openai.DefaultHttpxClient(transport=self._watch, timeout=timeout_s, trust_env=False),
         )
 
     def close(self) -> None:
         self._client.close()
 
     def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
+        """Faults are named as the raw client names them (see client/faults.py)."""
         named = {k: body[k] for k in _NAMED if k in body}
         extra = {k: v for k, v in body.items() if k not in _NAMED}
         openai = self._openai
@@ -55,20 +62,35 @@ class OpenAIChatClient:
             stream = self._client.chat.completions.create(
                 **named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id}
             )
+        except openai.APITimeoutError:
+            raise RequestFailed("timeout", "no response headers within REQUEST_TIMEOUT") from None
+        except openai.APIStatusError as e:
+            raise RequestFailed(f"http_{e.status_code}", error_message(e.response.content)) from None
+        except openai.APIConnectionError as e:
+            cause = e.__cause__
+            refused = isinstance(cause, (self._httpx.ConnectError, ssl.SSLError))
+            raise RequestFailed("connect" if refused else "disconnected", _cause_text(e)) from None
+        try:
             with stream:
                 for chunk in stream:
                     arrived_s = time.monotonic()
                     acc.on_chunk(arrived_s, chunk.to_dict())
-        except openai.APITimeoutError as e:
-            raise RequestFailed("timeout", str(e)) from None
-        except openai.APIStatusError as e:
-            raise RequestFailed(f"http_{e.status_code}", str(e.message)[:300]) from None
+        except openai.APITimeoutError:
+            raise RequestFailed("timeout", "no data within REQUEST_TIMEOUT mid-stream") from None
         except openai.APIConnectionError as e:
-            raise RequestFailed("connect", str(e)) from None
-        except openai.APIError as e:
-            raise RequestFailed("stream_error", str(e)[:300]) from None
-        except Exception as e:  # httpx errors while iterating: the server went away mid-stream
-            raise RequestFailed("disconnected", f"{type(e).__name__}: {e}") from None
+            raise RequestFailed("disconnected", _cause_text(e)) from None
+        except openai.APIError as e:  # the SDK raises this for an error object in the stream
+            raise RequestFailed("stream_error", str(e.message)[:300]) from None
+        except ValueError as e:  # SSE data that is not JSON
+            raise RequestFailed("protocol", f"SSE data is not JSON ({e})") from None
         end_s = time.monotonic()
-        acc.on_done(end_s)  # the SDK consumes [DONE] itself and stops iterating
+        if not self._watch.done_seen:
+            raise RequestFailed("protocol", "stream ended without data: [DONE]")
+        acc.on_done(end_s)
         return end_s
+
+
+def _cause_text(error: Exception) -> str:
+    """The transport error behind the SDK's APIConnectionError ("Connection error." says nothing)."""
+    cause = error.__cause__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(error)

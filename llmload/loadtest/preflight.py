@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
 from dataclasses import dataclass
 
 import orjson
 
-from llmload.control_http import get_json, server_root
+from llmload.control_http import get_json, server_root, split_base_url
 from llmload.errors import ControlCallFailed, ServerError
 from llmload.options import bare_model_name
 
@@ -23,12 +25,35 @@ class ServerInfo:
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
 
 
+_TLS_HANDSHAKE_S = 3.0
+
+
+def _check_tls(base_url: str, setting: str) -> None:
+    """An https URL on a plain-HTTP port: say so at once, not "does not answer" once the probe times out."""
+    scheme, host, port, _ = split_base_url(base_url)
+    if scheme != "https":
+        return
+    try:
+        with socket.create_connection((host, port), timeout=_TLS_HANDSHAKE_S) as sock:
+            ssl.create_default_context().wrap_socket(sock, server_hostname=host).close()
+    except ssl.SSLCertVerificationError:
+        return  # it speaks TLS; the probe reports the certificate in its own words
+    except ssl.SSLError as e:
+        raise ServerError(f"{setting}={base_url}: port {port} does not speak TLS ({e.reason or e}); use http://") from None
+    except socket.timeout:
+        raise ServerError(f"{setting}={base_url}: no TLS handshake within {_TLS_HANDSHAKE_S:g} s; "
+                          "if it is a plain-HTTP server, use http://") from None
+    except OSError:
+        return  # refused or unreachable: the probe says so
+
+
 def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, setting: str = "HOST") -> ServerInfo:
     """Ask ``/v1/models`` and ``/version``; ServerError names the setting (``setting``=base_url), what is wrong and the fix."""
     try:
         root = server_root(base_url)
     except ValueError:
         raise ServerError(f"{setting}={base_url} is not an http(s) URL; give e.g. http://127.0.0.1:8000") from None
+    _check_tls(root, setting)
     try:
         listing = get_json(f"{root}/v1/models", api_key, timeout_s)
     except ControlCallFailed as e:

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import gevent
 import orjson
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
@@ -18,6 +19,7 @@ from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.live import LiveStats
+from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set
@@ -40,6 +42,7 @@ class RunSession:
 
     def __init__(self, environment: Any) -> None:
         o = environment.parsed_options
+        opts.check_ranges(o)  # values typed into the web UI's form have not met the parser's checks
         self.host = (environment.host or o.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
@@ -52,7 +55,11 @@ class RunSession:
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
         runner = environment.runner
-        self.budget = RequestBudget(o.warmup_requests, o.requests, runner.quit if o.headless else runner.stop)
+        end_test = runner.quit if o.headless else runner.stop
+        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
+        self.failure_backoff_s = o.failure_backoff
+        self.failure_backoff_max_s = o.failure_backoff_max
+        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.nonce = o.nonce == "on"
         self._next_prompt = 0
         self.client_name = o.client
@@ -69,6 +76,11 @@ class RunSession:
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         self.users_started = 0
         self.finished = False
+
+    def _stop_for_failures(self, line: str, end_test: Any) -> None:
+        logger.error("error: %s", line)
+        self.config["stopped_by"] = "MAX_FAIL_RATIO"
+        gevent.spawn(end_test)
 
     def next_prompt(self, rng: random.Random) -> Prompt:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""

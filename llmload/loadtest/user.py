@@ -13,15 +13,17 @@ import random
 from typing import Any
 
 import gevent
-from locust import User, constant, events, task
+from locust import User, events, task
 from locust.exception import StopUser
 
 from llmload import options as opts
 from llmload.client.body import chat_body
+from llmload.client.faults import normalised_detail
 from llmload.client.measure import make_client, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.live import install_streaming_tab
 from llmload.promptsets.catalog import load_prompt_set
+from llmload.loadtest.pacing import FailureBackoff
 from llmload.loadtest.session import RunSession, current_session
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
@@ -33,9 +35,13 @@ REQUEST_NAME = "/v1/chat/completions"
 
 
 class ChatUser(User):
-    """A closed-loop user: streams one chat completion after another, no wait between them."""
+    """A closed-loop user: streams one chat completion after another, no wait between them but after failures."""
 
-    wait_time = constant(0)
+    pause_s = 0.0
+    """The wait before the next request: FAILURE_BACKOFF after a failure, else none."""
+
+    def wait_time(self) -> float:
+        return self.pause_s
 
     def on_start(self) -> None:
         session = current_session(self.environment)
@@ -43,6 +49,7 @@ class ChatUser(User):
         if session is None:
             return  # the test did not start (its error is logged); chat() stops this user
         session.users_started += 1
+        self.backoff = FailureBackoff(session.failure_backoff_s, session.failure_backoff_max_s)
         self.rng = random.Random(session.seed * 1_000_003 + session.users_started)
         self.client = make_client(session.client_name, session.host, session.api_key, session.timeout_s)
 
@@ -67,13 +74,16 @@ class ChatUser(User):
         body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
         record = measure_request(self.client, body, prompt.id, session.add, warmup)
         session.budget.done(ticket)
+        self.pause_s = self.backoff.after(record.ok)
         if warmup:
             return  # warm-ups stay out of Locust's statistics too
+        # Locust groups failures by the exception's text: ids and numbers stripped, a few rows.
         self.environment.events.request.fire(
             request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
             response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},
-            exception=None if record.ok else RequestFailed(record.error or "", record.error_detail or ""),
+            exception=None if record.ok else RequestFailed(record.error or "", normalised_detail(record.error_detail)),
         )
+        session.fail_ratio.add(record.error)
 
 
 @events.init_command_line_parser.add_listener
@@ -86,8 +96,11 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     environment.llmload_session = None
     try:
         environment.llmload_session = RunSession(environment)
-    except LoadTestError as e:
-        logger.error("error: %s", e)
+    except Exception as e:  # a test that cannot start must end, not leave Locust waiting with idle users
+        if isinstance(e, LoadTestError):
+            logger.error("error: %s", e)
+        else:
+            logger.exception("error: the test could not start")
         if environment.runner is not None:
             gevent.spawn(environment.runner.quit if environment.parsed_options.headless else environment.runner.stop)
 

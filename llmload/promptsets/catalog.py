@@ -94,6 +94,8 @@ def load_prompt_set(spec: str, seed: int = 0) -> tuple[Prompt, ...]:
         lines = datasets.random_prompts(input_len, output_len, count, seed)
         return tuple(_prompt(line, f"{spec}:{line['id']}") for line in lines)
     path = GENERATED_DIR / f"{spec}.jsonl" if spec in GENERATED else Path(spec)
+    if path.is_dir():
+        raise PromptSetError(f"PROMPTS={spec} is a folder; give a prompts JSONL file in it, e.g. PROMPTS={path / '2k.jsonl'}")
     if not path.is_file():
         hint = "run `make prompts` first" if spec in GENERATED else f"use 2k, 4k, 8k, {BUILTIN}, sharegpt:PATH, random:IN:OUT or a prompts JSONL path"
         raise PromptSetError(f"PROMPTS={spec}: {path} does not exist; {hint}")

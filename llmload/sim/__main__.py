@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
-import math
 import os
+import re
 import signal
 import sys
 from typing import NoReturn
@@ -16,6 +16,7 @@ from llmload.options import SIM_OPTIONS, add_suite_options, settings_to_argv
 from llmload.processes import raise_fd_limit
 from llmload.promptsets.tokens import harmony_encoding
 
+from .chunks import FAULTS
 from .engine import Engine
 from .loop import new_event_loop
 from .profiles import DEFAULT_MODEL, lookup_profile
@@ -56,20 +57,10 @@ def _check_host(host: str) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    """Range checks argparse cannot express."""
+    """Checks the option table's types and ranges cannot express."""
     _check_host(args.host)
-    if not 0 <= args.port <= 65535:
-        raise _UsageError(f"--port must be in 0..65535; got {args.port}")
-    if not (args.speedup > 0 and math.isfinite(args.speedup)):
-        raise _UsageError(f"--speedup must be a finite number > 0; got {args.speedup}")
-    for flag in ("fixed_ttft_ms", "fixed_itl_ms"):
-        value = getattr(args, flag)
-        if value is not None and not (value >= 0 and math.isfinite(value)):
-            raise _UsageError(f"--{flag.replace('_', '-')} must be a finite number >= 0; got {value}")
-    for flag in ("fail_rate", "disconnect_rate"):
-        value = getattr(args, flag)
-        if not 0.0 <= value <= 1.0:
-            raise _UsageError(f"--{flag.replace('_', '-')} must be in [0, 1]; got {value}")
+    if args.fault is not None and args.fault not in FAULTS and not re.fullmatch(r"http-[45]\d\d", args.fault):
+        raise _UsageError(f"--fault must be one of {', '.join(FAULTS)} or http-<4xx/5xx code>; got {args.fault!r}")
 
 
 async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:
@@ -77,7 +68,8 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     loop = asyncio.get_running_loop()
     harmony_encoding()  # load the tokenizer (~1 s) before READY, not inside the first request
     # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
-    app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""))
+    app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""),
+                 fault=args.fault, fault_rate=args.fault_rate, seed=args.seed)
     try:
         server = await loop.create_server(app.protocol, args.host, args.port, backlog=4096)
     except OSError as e:

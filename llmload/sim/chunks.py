@@ -9,6 +9,11 @@ import orjson
 from .tokens import WORD_BYTES, tokens_text
 
 DONE_AND_END = b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"  # [DONE] event, then the last HTTP chunk
+SSE_TYPE = "text/event-stream; charset=utf-8"
+END = b"0\r\n\r\n"  # the last HTTP chunk alone
+FAULTS = ("no-done", "bad-json", "error-object", "slow-headers")
+"""Stream faults the target can inject (--fault); besides them, http-<code> answers that status."""
+BAD_JSON_EVENT = b"data: {\"id\": \"chatcmpl-cut\", \"choices\": [\n\n"
 _N_WORDS = len(WORD_BYTES)
 
 
@@ -70,6 +75,12 @@ class StreamEncoder:
                 b'"prompt_tokens_details":null}}\n\n'
                 % (p, p + completion_tokens, completion_tokens, reasoning_tokens))
         return http_chunk(body)
+
+
+def stream_error_event(message: str) -> bytes:
+    """An error object inside a stream, as vLLM sends it when generation fails after the headers."""
+    return http_chunk(b"data: %b\n\n" % orjson.dumps(
+        {"error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}}))
 
 
 def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:

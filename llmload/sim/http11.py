@@ -12,8 +12,8 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Payload Too Large", 431: "Request Header Fields Too Large",
-            500: "Internal Server Error", 501: "Not Implemented"}
+            413: "Payload Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 @dataclass(slots=True)
@@ -113,6 +113,9 @@ class HttpConnection(asyncio.Protocol):
         buf = self._buf
         while buf[:2] == b"\r\n":  # tolerate stray CRLF between requests
             del buf[:2]
+        if buf and not b"A"[0] <= buf[0] <= b"Z"[0]:  # e.g. a TLS ClientHello: answer now, not at the client's timeout
+            self._fatal(400, "not an HTTP/1.1 request (TLS to a plain-HTTP port?)")
+            return None
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             if len(buf) > MAX_HEAD_BYTES:

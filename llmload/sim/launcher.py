@@ -19,8 +19,8 @@ READY_PREFIX = "READY "
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def start_sim(args: list[str], timeout_s: float = 20.0, api_key: str = "") -> tuple[subprocess.Popen, str]:
-    """Launch `python -m llmload.sim ARGS --port 0`; return (process, base URL) once READY.
+def start_sim(args: list[str], timeout_s: float = 20.0, api_key: str = "", port: int = 0) -> tuple[subprocess.Popen, str]:
+    """Launch `python -m llmload.sim ARGS --port PORT` (0: a free one); return (process, base URL) once READY.
 
     With ``api_key`` the simulator requires it (passed in its environment, not on its command line).
     """
@@ -33,7 +33,7 @@ def start_sim(args: list[str], timeout_s: float = 20.0, api_key: str = "") -> tu
     # stderr goes to a file so a chatty child can never block on a full pipe. Its own session keeps a
     # terminal's Ctrl-C away from it: it serves the streams of an interrupted run to their end, then stop_sim.
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "llmload.sim", *args, "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "llmload.sim", *args, "--port", str(port)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env,
                             start_new_session=True, preexec_fn=die_with_parent)
     proc._sim_stderr = err  # type: ignore[attr-defined]  # kept for stop_sim/diagnostics

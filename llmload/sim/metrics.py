@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from .engine import Engine
 
 
-def metrics_text(engine: Engine, model: str) -> str:
-    """Render gauges and counters with # HELP/# TYPE lines and a model_name label."""
+def metrics_text(engine: Engine, model: str, http_requests: Mapping[tuple[str, str, str], int]) -> str:
+    """Render gauges and counters with # HELP/# TYPE lines and a model_name label, then vLLM's HTTP counter."""
     e, label = engine, f'model_name="{model}"'
     rows = [
         ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
@@ -38,4 +40,8 @@ def metrics_text(engine: Engine, model: str) -> str:
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for extra, value in samples:
             out.append(f"{name}{{{extra}{label}}} {float(value)!r}\n")
+    out.append("# HELP http_requests_total Total number of requests by method, status and handler.\n"
+               "# TYPE http_requests_total counter\n")
+    for (handler, method, status), n in sorted(http_requests.items()):
+        out.append(f'http_requests_total{{handler="{handler}",method="{method}",status="{status}"}} {float(n)!r}\n')
     return "".join(out)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from .chunks import DONE_AND_END, StreamEncoder, completion_body
+from .chunks import BAD_JSON_EVENT, DONE_AND_END, END, SSE_TYPE, StreamEncoder, completion_body, http_chunk, stream_error_event
 from .engine import DONE, Engine, Sequence
 from .http11 import HttpConnection
 from .sendlog import SendLog
@@ -52,13 +53,15 @@ class StreamResponse(_Response):
     """SSE response: one pre-framed HTTP chunk per token."""
 
     def __init__(self, conn: HttpConnection, engine: Engine, enc: StreamEncoder, request_id: str,
-                 include_usage: bool, send_log: SendLog | None) -> None:
+                 include_usage: bool, send_log: SendLog | None, fault: str | None = None) -> None:
         super().__init__(conn, engine)
         self.enc = enc
         self.request_id = request_id
         self.include_usage = include_usage
         self.send_log = send_log
         self.sent_s: list[float] | None = [] if send_log is not None else None
+        self.fault = fault
+        """A stream fault (chunks.FAULTS) this response injects, or None."""
 
     def on_token(self, seq: Sequence, due_s: float) -> None:
         """Write this token's chunk (plus role/usage/[DONE] around the first/last)."""
@@ -70,6 +73,11 @@ class StreamResponse(_Response):
             self._finished()
             return
         g = seq.generated
+        if g == 1 and self.fault == "slow-headers":
+            self.conn.start_stream(200, SSE_TYPE, self)
+        if self.fault in ("bad-json", "error-object") and g == max(1, seq.total_tokens // 2):
+            self._break_stream(seq, transport)
+            return
         last = seq.state == DONE
         chunk = self.enc.token(g, seq.reasoning_tokens, seq.finish_reason if last else None)
         if g == 1:
@@ -77,13 +85,24 @@ class StreamResponse(_Response):
         if last:
             if self.include_usage:
                 chunk += self.enc.usage(g, seq.reasoning_tokens)
-            chunk += DONE_AND_END
+            chunk += END if self.fault == "no-done" else DONE_AND_END
         if self.sent_s is not None:
             self.sent_s.append(time.monotonic())  # taken immediately before the write
         transport.write(chunk)
         if last:
             self._finished()
             self.conn.finish()
+
+    def _break_stream(self, seq: Sequence, transport: Any) -> None:
+        """Injected fault mid-stream: SSE data that is not JSON, or an error object then [DONE]; the request ends."""
+        self.engine.cancel(seq)
+        if self.fault == "bad-json":
+            transport.write(http_chunk(BAD_JSON_EVENT) + END)
+        else:
+            transport.write(stream_error_event(f"engine failed on request {self.request_id} after {seq.generated} tokens "
+                                               "(fault injection)") + DONE_AND_END)
+        self._finished()
+        self.conn.finish()
 
     def _finished(self) -> None:
         """Record send times once per stream (complete or not)."""

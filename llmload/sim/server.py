@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hmac
+import random
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .chunks import StreamEncoder, error_body
+from .chunks import SSE_TYPE, StreamEncoder, error_body
 from .engine import Engine
 from .http11 import HttpConnection, Request
 from .metrics import metrics_text
@@ -21,7 +23,6 @@ from .tokens import prompt_token_count, prompt_token_ids, text_token_ids
 
 MAX_MODEL_LEN = 131072
 VERSION = "0.32.0-sim"
-SSE_TYPE = "text/event-stream; charset=utf-8"
 
 
 class _BadRequest(Exception):
@@ -48,9 +49,16 @@ class _ChatParams:
 class SimApp:
     """Routes requests for one engine/model."""
 
-    def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "") -> None:
+    def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "", fault: str | None = None,
+                 fault_rate: float = 1.0, seed: int = 0) -> None:
         self.engine = engine
         self._authorization = f"Bearer {api_key}".encode() if api_key else None
+        self.fault = fault
+        """A fault kind (chunks.FAULTS or http-<code>) injected into a share ``fault_rate`` of chat requests."""
+        self.fault_rate = fault_rate
+        self._fault_draws = random.Random(seed)
+        self.http_requests: Counter[tuple[str, str, str]] = Counter()
+        """Requests answered, by (path, method, status class), as vLLM's http_requests_total counts them."""
         self.model = engine.profile.served_model
         self.send_log = send_log
         self.created = int(time.time())
@@ -71,21 +79,24 @@ class SimApp:
     def handle(self, conn: HttpConnection, req: Request) -> None:
         """Dispatch one request; errors become vLLM/FastAPI-shaped JSON."""
         route = self._routes.get(req.path)
+        status = 200
         if route is None:
+            status = 404
             conn.send(404, b'{"detail":"Not Found"}')
-            return
-        method, fn = route
-        if self._authorization is not None and req.path != "/health" and not hmac.compare_digest(
+        elif self._authorization is not None and req.path != "/health" and not hmac.compare_digest(
                 req.headers.get("authorization", "").encode(), self._authorization):
+            status = 401
             conn.send(401, b'{"error":"Unauthorized"}')  # vLLM's answer to a missing or wrong key
-            return
-        if req.method != method:
+        elif req.method != route[0]:
+            status = 405
             conn.send(405, b'{"detail":"Method Not Allowed"}')
-            return
-        try:
-            fn(conn, req)
-        except _BadRequest as e:
-            conn.send(e.status, error_body(e.status, str(e)))
+        else:
+            try:
+                route[1](conn, req)
+            except _BadRequest as e:
+                status = e.status
+                conn.send(e.status, error_body(e.status, str(e)))
+        self.http_requests[(req.path, req.method, f"{status // 100}xx")] += 1
 
     # ---- simple routes -----------------------------------------------------------
     def _health(self, conn: HttpConnection, req: Request) -> None:
@@ -104,7 +115,7 @@ class SimApp:
 
     def _metrics(self, conn: HttpConnection, req: Request) -> None:
         """GET /metrics: Prometheus text."""
-        conn.send(200, metrics_text(self.engine, self.model).encode(),
+        conn.send(200, metrics_text(self.engine, self.model, self.http_requests).encode(),
                   "text/plain; version=0.0.4; charset=utf-8")
 
     # ---- body parsing ------------------------------------------------------------
@@ -184,21 +195,25 @@ class SimApp:
         p = self._chat_params(self._json_body(req))
         request_id = req.headers.get("x-request-id") or uuid.uuid4().hex
         chat_id, created = f"chatcmpl-{request_id}", int(time.time())
+        fault = self.fault if self.fault and self._fault_draws.random() < self.fault_rate else None
+        if fault and fault.startswith("http-"):
+            status = int(fault[5:])
+            raise _BadRequest(status, f"request {chat_id} refused (fault injection): {p.prompt_tokens} prompt tokens, "
+                                      f"{self._fault_draws.randrange(1, 10**6)} requests ahead")
         sink: StreamResponse | FullResponse
         if p.stream:
             enc = StreamEncoder(chat_id, created, self.model, p.prompt_tokens, p.continuous_usage)
-            sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log)
+            sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log, fault)
         else:
             sink = FullResponse(conn, self.engine, chat_id, created, self.model)
         seq = self.engine.submit(p.prompt_tokens, effort=p.effort, max_tokens=p.limit,
                                  ignore_eos=p.ignore_eos, sink=sink)
         if seq.fail:
-            conn.send(500, error_body(500, "Simulated internal server error (fault injection)."))
-            return
+            raise _BadRequest(500, "Simulated internal server error (fault injection).")
         sink.seq = seq
-        if p.stream:
+        if p.stream and fault != "slow-headers":
             conn.start_stream(200, SSE_TYPE, sink)  # headers go out at once, as uvicorn does
         else:
-            conn.active = sink
+            conn.active = sink  # slow-headers: they go out with the first token
         if conn.paused:
             self.engine.pause(seq)

@@ -148,6 +148,8 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
     """
     if speedup != 1.0 and host:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
+    if host:
+        probe_server(host, api_key)  # a HOST that does not answer stops the sweep before OUT is made
     with SignalForwarder("stopped between cells; finished cells are kept: rerun the same command to resume") as signals:
         return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals)
 

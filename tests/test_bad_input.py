@@ -1,0 +1,99 @@
+"""Every bad input the 2026-12-03 findings saw crash or run badly: one line naming the setting and the
+fix, exit code 2, no load sent and no OUT folder left behind."""
+
+import socket
+import subprocess
+
+import pytest
+
+from conftest import REPO, run_cli
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _file(tmp_path, name, text="x"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _run_folder_with(tmp_path, summary_text):
+    run = tmp_path / "done"
+    run.mkdir()
+    (run / "summary.json").write_text(summary_text)
+    return run
+
+
+# name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
+CASES = {
+    "OUT is a file": (lambda t, out: ["load", f"OUT={_file(t, 'a-file')}"], "OUT="),
+    "OUT under a file": (lambda t, out: ["load", f"OUT={_file(t, 'a-file')}/run"], "OUT="),
+    "OUT not writable": (lambda t, out: ["load", "OUT=/proc/llmload-test/run"], "OUT="),
+    "REQUEST_TIMEOUT=0": (lambda t, out: ["load", "REQUEST_TIMEOUT=0", f"OUT={out}"], "REQUEST_TIMEOUT=0"),
+    "REQUEST_TIMEOUT=-1": (lambda t, out: ["load", "REQUEST_TIMEOUT=-1", f"OUT={out}"], "REQUEST_TIMEOUT=-1"),
+    "STOP_TIMEOUT=-1": (lambda t, out: ["load", "STOP_TIMEOUT=-1", f"OUT={out}"], "STOP_TIMEOUT=-1"),
+    "SPEEDUP=inf": (lambda t, out: ["load", "SPEEDUP=inf", f"OUT={out}"], "SPEEDUP=inf"),
+    "SPEEDUP=inf with HOST": (lambda t, out: ["load", "SPEEDUP=inf", f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}"], "SPEEDUP=inf"),
+    "SPEEDUP=nan": (lambda t, out: ["load", "SPEEDUP=nan", f"OUT={out}"], "SPEEDUP=nan"),
+    "USERS=-3": (lambda t, out: ["load", "USERS=-3", f"OUT={out}"], "USERS=-3"),
+    "MAX_FAIL_RATIO=1.5": (lambda t, out: ["load", "MAX_FAIL_RATIO=1.5", f"OUT={out}"], "MAX_FAIL_RATIO=1.5"),
+    "FAILURE_BACKOFF above its max": (lambda t, out: ["load", "FAILURE_BACKOFF=9", f"OUT={out}"], "FAILURE_BACKOFF_MAX"),
+    "EXTRA_BODY sets stream": (lambda t, out: ["load", 'EXTRA_BODY={"stream": false}', f"OUT={out}"], "'stream'"),
+    "EXTRA_BODY sets stream_options": (lambda t, out: ["load", 'EXTRA_BODY={"stream_options": {}}', f"OUT={out}"], "CONTINUOUS_USAGE"),
+    "EXTRA_BODY sets messages": (lambda t, out: ["load", 'EXTRA_BODY={"messages": []}', f"OUT={out}"], "PROMPTS"),
+    "EXTRA_BODY sets model": (lambda t, out: ["load", 'EXTRA_BODY={"model": "x"}', f"OUT={out}"], "MODEL"),
+    "EXTRA_BODY sets max_tokens": (lambda t, out: ["load", 'EXTRA_BODY={"max_tokens": 9}', f"OUT={out}"], "MAX_TOKENS"),
+    "PROMPTS is a folder": (lambda t, out: ["load", f"PROMPTS={t}", f"OUT={out}"], "is a folder"),
+    "sweep SPEEDUP=0": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "SPEEDUP=0", f"OUT={out}"], "SPEEDUP=0"),
+    "sweep SPEEDUP=inf": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "SPEEDUP=inf", f"OUT={out}"], "SPEEDUP=inf"),
+    "sweep METRICS_INTERVAL=0": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "METRICS_INTERVAL=0", f"OUT={out}"], "METRICS_INTERVAL=0"),
+    "sweep METRICS_INTERVAL=-1": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "METRICS_INTERVAL=-1", f"OUT={out}"], "METRICS_INTERVAL=-1"),
+    "sweep HOST that does not answer": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}"], "HOST="),
+    "report on a corrupt summary": (lambda t, out: ["report", str(_run_folder_with(t, "{not json"))], "not valid JSON"),
+    "report on a summary of something else": (lambda t, out: ["report", str(_run_folder_with(t, "[1, 2]"))], "not a run summary"),
+    "report on a file": (lambda t, out: ["report", str(_file(t, "summary.json"))], "is a file"),
+    "VERIFY does not answer": (lambda t, out: ["prompts", "SIZES=2k", "COUNT=5", f"VERIFY=http://127.0.0.1:{free_port()}", f"OUT={out}"], "VERIFY="),
+    "COUNT=0": (lambda t, out: ["prompts", "COUNT=0", f"OUT={out}"], "COUNT=0"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_exit_2_and_no_out_folder(tmp_path, case):
+    argv, word = CASES[case]
+    out = tmp_path / "run"
+    done = run_cli(*argv(tmp_path, out))
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and word in done.stderr, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and done.stdout == ""
+    assert not out.exists() and not (REPO / "prompts" / "run").exists()
+
+
+def test_https_to_a_plain_http_port_says_so_at_once(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed.replace('http://', 'https://')}", f"OUT={out}", timeout_s=8)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "does not speak TLS" in done.stderr and "use http://" in done.stderr, done.stderr
+    assert not out.exists()
+
+
+def test_a_second_web_ui_on_a_taken_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = tmp_path / "run"
+        done = run_cli("ui", f"WEB_PORT={port}", f"OUT={out}")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: WEB_PORT={port}: 127.0.0.1:{port} is taken") and done.stdout == ""
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target,variable", [("figures", "RESULTS is missing"), ("compare", "A and B are needed")])
+def test_make_figures_and_compare_name_the_missing_variable(target, variable):
+    done = subprocess.run(["make", "--no-print-directory", target, "A=", "B=", "RESULTS="], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and variable in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -109,8 +109,11 @@ def _made_dirs(path: Path) -> list[Path]:
     return missing
 
 
-def _remove_if_empty(made: list[Path]) -> None:
-    """A refused run leaves no empty folders behind; rmdir never removes a folder holding anything."""
+def _remove_if_empty(made: list[Path], out: Path) -> None:
+    """A run refused inside Locust leaves no folder behind: only the empty page Locust wrote is removed
+    from a folder this run made, and rmdir never removes a folder holding anything else."""
+    if out in made and not (out / SAMPLES_FILE).exists():
+        (out / "locust.html").unlink(missing_ok=True)
     for folder in reversed(made):
         try:
             folder.rmdir()
@@ -141,7 +144,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         try:
             code = signals.wait(locust)
         finally:
-            _remove_if_empty(made)
+            _remove_if_empty(made, out)
     if not headless:
         return 0 if code == 0 or signals.first else code
     if not (out / SUMMARY_FILE).exists():

@@ -97,3 +97,19 @@ def test_make_figures_and_compare_name_the_missing_variable(target, variable):
     done = subprocess.run(["make", "--no-print-directory", target, "A=", "B=", "RESULTS="], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and variable in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_run_refused_inside_locust_leaves_no_folder_but_never_removes_results(tmp_path):
+    from llmload.cli import _made_dirs, _remove_if_empty
+
+    refused = tmp_path / "new" / "run"
+    made = _made_dirs(refused)
+    (refused / "locust.html").write_text("<html>no test ran</html>")
+    _remove_if_empty(made, refused)
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "other" / "run"
+    made = _made_dirs(kept)
+    (kept / "samples.jsonl").write_text("{}\n")
+    (kept / "locust.html").write_text("<html>a run</html>")
+    _remove_if_empty(made, kept)
+    assert (kept / "samples.jsonl").exists() and (kept / "locust.html").exists()

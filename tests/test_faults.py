@@ -77,7 +77,7 @@ def test_a_server_restart_gives_a_handful_of_failures_per_user(tmp_path, client)
         port = s.getsockname()[1]
     first, url = start_sim(["--fixed-ttft-ms", "20", "--fixed-itl-ms", "2"], port=port)
     out = tmp_path / "run"
-    load = subprocess.Popen([sys.executable, "-m", "llmload", "load", f"HOST={url}", "USERS=2", "DURATION=12s",
+    load = subprocess.Popen([sys.executable, "-m", "llmload", "load", f"HOST={url}", "USERS=2", "DURATION=20s",
                              "MAX_TOKENS=5", "MAX_FAIL_RATIO=0", f"CLIENT={client}", f"OUT={out}", "STOP_TIMEOUT=5"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

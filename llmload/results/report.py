@@ -1,4 +1,8 @@
-"""The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures."""
+"""The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures.
+
+A figure with a 95% interval in summary.json has it printed after it as ``[lo, hi]``; older
+summaries without intervals print as they did.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +17,23 @@ def _rule(title: str = "", fill: str = "-") -> str:
     return f"{title:{fill}^{_WIDTH}}" if title else fill * _WIDTH
 
 
-def _row(label: str, value: Any, digits: int = 2) -> str:
+def _number(value: Any, digits: int = 2) -> str:
     if value is None:
-        text = "n/a"
-    elif isinstance(value, float):
-        text = f"{value:.{digits}f}"
-    else:
-        text = str(value)
-    return f"{label:<40}{text:<10}"
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _row(label: str, value: Any, digits: int = 2) -> str:
+    return f"{label:<40}{_number(value, digits):<10}"
+
+
+def _with_ci(label: str, block: dict[str, Any], key: str) -> str:
+    """A row for ``block[key]`` followed by its interval ``block[key + '_ci95']`` when it has one."""
+    row = _row(label, block[key])
+    ci = block.get(f"{key}_ci95")
+    return f"{row} [{_number(ci[0])}, {_number(ci[1])}]" if ci else row
 
 
 def _latency(summary: dict[str, Any], key: str, name: str, title: str) -> list[str]:
@@ -28,9 +41,9 @@ def _latency(summary: dict[str, Any], key: str, name: str, title: str) -> list[s
     return [
         _rule(title),
         _row(f"Mean {name} (ms):", d["mean"]),
-        _row(f"Median {name} (ms):", d["median"]),
-        _row(f"P90 {name} (ms):", d["p90"]),
-        _row(f"P99 {name} (ms):", d["p99"]),
+        _with_ci(f"Median {name} (ms):", d, "median"),
+        _with_ci(f"P90 {name} (ms):", d, "p90"),
+        _with_ci(f"P99 {name} (ms):", d, "p99"),
     ]
 
 
@@ -52,6 +65,7 @@ def format_result(summary: dict[str, Any]) -> str:
     lines = [
         _rule(" Serving Benchmark Result ", "="),
         *_status(summary),
+        *([f"{'':<50}[95% interval]"] if "rps_ci95" in summary else []),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
              f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
@@ -61,9 +75,9 @@ def format_result(summary: dict[str, Any]) -> str:
         _row("Benchmark duration (s):", summary["duration_s"]),
         _row("Total input tokens:", summary["prompt_tokens"]["total"]),
         _row("Total generated tokens:", summary["output_tokens"]["total"]),
-        _row("Request throughput (req/s):", summary["rps"]),
-        _row("Output token throughput (tok/s):", summary["output_throughput_tok_s"]),
-        _row("Total token throughput (tok/s):", summary["total_throughput_tok_s"]),
+        _with_ci("Request throughput (req/s):", summary, "rps"),
+        _with_ci("Output token throughput (tok/s):", summary, "output_throughput_tok_s"),
+        _with_ci("Total token throughput (tok/s):", summary, "total_throughput_tok_s"),
         *_latency(summary, "ttft_ms", "TTFT", "Time to First Token"),
         *_latency(summary, "tpot_ms", "TPOT", "Time per Output Token (excl. 1st token)"),
         *_latency(summary, "itl_ms", "ITL", "Inter-token Latency"),

@@ -1,8 +1,9 @@
 """Pure statistics: per-request TPOT, distributions, and a run's Summary from its raw records.
 
 Percentiles are exact (numpy's linear interpolation over every sample, as vLLM's bench serve
-computes them), never Locust's rounded histogram buckets. Inputs are seconds; the Summary
-reports milliseconds, and its field names say so.
+computes them), never Locust's rounded histogram buckets. Each median and percentile has its 95%
+interval beside it (``median_ci95``), rates theirs from batch means (``rps_ci95``); see intervals.py.
+Inputs are seconds; the Summary reports milliseconds, and its field names say so.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from llmload.errors import ResultsError
+from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.records import RequestRecord
 
-__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize", "check_metric_path"]
+__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "Summary", "tpot_s", "distribution", "token_stats", "measure", "summarize", "check_metric_path"]
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -32,13 +34,20 @@ def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None) -> flo
 
 @dataclass(frozen=True)
 class Distribution:
-    """Mean, median, p90, p99, min and max of a sample; all None when the sample is empty."""
+    """Mean, median, p90, p99, min and max of a sample; all None when the sample is empty.
+
+    ``<stat>_ci95`` is [lo, hi], the statistic's distribution-free 95% interval, or None when the
+    sample is too small to give one (e.g. fewer than 299 samples for p99).
+    """
 
     count: int
     mean: float | None
     median: float | None
+    median_ci95: list[float] | None
     p90: float | None
+    p90_ci95: list[float] | None
     p99: float | None
+    p99_ci95: list[float] | None
     min: float | None
     max: float | None
 
@@ -58,12 +67,13 @@ class TokenStats:
 def distribution(values: Sequence[float], scale: float = 1.0) -> Distribution:
     """The distribution of ``values`` times ``scale`` (1000 turns seconds into ms)."""
     if len(values) == 0:
-        return Distribution(0, None, None, None, None, None, None)
-    a = np.asarray(values, dtype=float) * scale
+        return Distribution(0, None, None, None, None, None, None, None, None, None)
+    a = np.sort(np.asarray(values, dtype=float) * scale)
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
     return Distribution(
-        count=int(a.size), mean=float(a.mean()), median=float(p50), p90=float(p90), p99=float(p99),
-        min=float(a.min()), max=float(a.max()),
+        count=int(a.size), mean=float(a.mean()), median=float(p50), median_ci95=quantile_ci(a, 0.5),
+        p90=float(p90), p90_ci95=quantile_ci(a, 0.9), p99=float(p99), p99_ci95=quantile_ci(a, 0.99),
+        min=float(a[0]), max=float(a[-1]),
     )
 
 
@@ -79,19 +89,23 @@ def token_stats(counts: Sequence[int]) -> TokenStats:
 
 
 @dataclass(frozen=True)
-class Summary:
-    """What a run measured, computed from its raw records only."""
+class Measures:
+    """What a set of records measured: the whole run's, or one effort's in a mixed run."""
 
     requests_ok: int
     requests_failed: int
     requests_interrupted: int
     """Cut off by the end of the run (not failures, not successes)."""
     duration_s: float
-    """First request start to last request end."""
+    """First request start to last request end (of the whole run, also for one effort's part)."""
     rps: float
     """Successful requests per second."""
+    rps_ci95: list[float] | None
+    """Batch means over time windows (each about a median E2E long); None with fewer than 5 windows."""
     output_throughput_tok_s: float
+    output_throughput_tok_s_ci95: list[float] | None
     total_throughput_tok_s: float
+    total_throughput_tok_s_ci95: list[float] | None
     answered_ratio: float | None
     """Share of successful requests that got a visible answer."""
     lost_to_max_tokens: int
@@ -110,6 +124,12 @@ class Summary:
     finish_reasons: dict[str, int]
     token_sources: dict[str, int]
     """How many requests took their counts from server usage or from counting the stream."""
+
+
+@dataclass(frozen=True)
+class Summary(Measures):
+    """What a run measured, computed from its raw records only."""
+
     interrupted_by: str | None = None
     """The first SIGINT or SIGTERM the run got ("SIGINT", "SIGTERM"): no request was sent after it. None: none came."""
     partial: bool = False
@@ -138,29 +158,43 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
-    """The Summary of a run's records; ``config`` is copied in as the run's options."""
-    records = [r for r in records if not r.warmup]
+def _span_s(records: Sequence[RequestRecord]) -> tuple[float, float]:
+    """First start and last end of ``records`` (monotonic seconds); (0, 0) when there are none."""
+    if not records:
+        return 0.0, 0.0
+    return min(r.start_monotonic_s for r in records), max(r.start_monotonic_s + r.e2e_s for r in records)
+
+
+def measure(records: Sequence[RequestRecord], span_s: tuple[float, float]) -> Measures:
+    """The Measures of measured (not warm-up) ``records``; rates are over ``span_s`` (start, end)."""
     ok = [r for r in records if r.ok]
     interrupted = sum(1 for r in records if r.error == "interrupted")
     failed = len(records) - len(ok) - interrupted
-    if records:
-        duration = max(r.start_monotonic_s + r.e2e_s for r in records) - min(r.start_monotonic_s for r in records)
-    else:
-        duration = 0.0
+    start_s, end_s = span_s
+    duration = end_s - start_s
     prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     output = [r.completion_tokens for r in ok if r.completion_tokens is not None]
     reasoning_counted = [r for r in ok if r.reasoning_tokens is not None and r.completion_tokens is not None]
     reasoning = [r.reasoning_tokens for r in reasoning_counted]
     itl = [gap for r in ok for gap in r.itl_s]
-    return Summary(
+    ends_s = [r.start_monotonic_s + r.e2e_s for r in ok]
+    batches = batches_for(duration, float(np.median([r.e2e_s for r in ok])) if ok else 0.0)
+
+    def rate_ci(weights: list[float]) -> list[float] | None:
+        return batch_means_ci(ends_s, weights, start_s, end_s, batches)
+
+    output_each = [r.completion_tokens or 0 for r in ok]
+    return Measures(
         requests_ok=len(ok),
         requests_failed=failed,
         requests_interrupted=interrupted,
         duration_s=duration,
         rps=_ratio(len(ok), duration) or 0.0,
+        rps_ci95=rate_ci([1.0] * len(ok)),
         output_throughput_tok_s=_ratio(sum(output), duration) or 0.0,
+        output_throughput_tok_s_ci95=rate_ci(output_each),
         total_throughput_tok_s=_ratio(sum(output) + sum(prompt), duration) or 0.0,
+        total_throughput_tok_s_ci95=rate_ci([o + (r.prompt_tokens or 0) for o, r in zip(output_each, ok)]),
         answered_ratio=_ratio(sum(1 for r in ok if r.answered), len(ok)),
         lost_to_max_tokens=sum(1 for r in ok if r.finish_reason == "length" and not r.answered),
         reasoning_ratio=_ratio(sum(reasoning), sum(r.completion_tokens for r in reasoning_counted)),
@@ -175,5 +209,11 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
         errors=dict(Counter(r.error for r in records if r.error is not None)),
         finish_reasons=dict(Counter(r.finish_reason or "none" for r in ok)),
         token_sources=dict(Counter(r.token_source for r in ok)),
-        config=dict(config or {}),
     )
+
+
+def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
+    """The Summary of a run's records; ``config`` is copied in as the run's options."""
+    measured = [r for r in records if not r.warmup]
+    whole = measure(measured, _span_s(measured))
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, config=dict(config or {}))

@@ -47,6 +47,8 @@ def _flatten(prefix: str, value: Any, row: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for key, inner in value.items():
             _flatten(f"{prefix}_{key}" if prefix else key, inner, row)
+    elif prefix.endswith("_ci95"):  # [lo, hi] or None: two columns in every row either way
+        row[f"{prefix}_lo"], row[f"{prefix}_hi"] = value or (None, None)
     else:
         row[prefix] = value
 

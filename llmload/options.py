@@ -25,7 +25,7 @@ from llmload.errors import ConfigError
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
-    "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "web_login", "extra_body", "run_config",
+    "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
 ]
 
@@ -81,7 +81,8 @@ TABLE: tuple[Option, ...] = (
     Option("MODEL", "--model", "model", "", "model to request; empty takes the one the server serves (the built-in "
            "target: gpt-oss-20b; make serve-vllm-cpu: tiny-gptoss); VERIFY: the model named in /tokenize",
            commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu")),
-    Option("EFFORT", "--effort", "effort", "medium", "reasoning_effort sent (none leaves it out)", choices=EFFORTS),
+    Option("EFFORT", "--effort", "effort", "medium", "reasoning_effort sent: low, medium, high, none (left out), "
+           "or a mix drawn per request, e.g. mix:low=70,medium=25,high=5"),
     Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u", minimum=1),
     Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r", minimum=0),
     Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)", minimum=0),
@@ -319,6 +320,30 @@ SUITE_OWNED_FIELDS = {
 """Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
 
 
+def effort_shares(text: str) -> dict[str, float]:
+    """EFFORT as {effort: share of requests}: ``high`` is {"high": 1.0}; ``mix:low=3,high=1`` {"low": 0.75, "high": 0.25}."""
+    if not text.startswith("mix:"):
+        if text not in EFFORTS:
+            raise ConfigError(f"EFFORT={text!r} is not one of {', '.join(EFFORTS)}, nor a mix like mix:low=70,medium=25,high=5")
+        return {text: 1.0}
+    weights: dict[str, float] = {}
+    for part in text[len("mix:"):].split(","):
+        name, _, weight = part.partition("=")
+        name = name.strip()
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if name not in EFFORTS or name in weights or not 0 <= value < float("inf"):
+            raise ConfigError(f"EFFORT={text!r}: {part.strip()!r} is not effort=weight with an effort of "
+                              f"{', '.join(EFFORTS)} named once and a weight of 0 or more; e.g. mix:low=70,medium=25,high=5")
+        weights[name] = value
+    total = sum(weights.values())
+    if not total > 0:
+        raise ConfigError(f"EFFORT={text!r}: the weights add up to 0; give at least one a positive weight")
+    return {name: weight / total for name, weight in weights.items()}
+
+
 def _extra_body(text: str) -> dict[str, Any]:
     if not text:
         return {}
@@ -347,6 +372,7 @@ def validate(options: argparse.Namespace) -> None:
     if not 0 < options.flush_interval <= 60:
         raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
     _extra_body(options.extra_body)
+    effort_shares(options.effort)
 
 
 def api_key(options: Any) -> str:

@@ -41,10 +41,14 @@ def measure_request(
     prompt_id: str,
     on_record: Callable[[RequestRecord], None],
     warmup: bool = False,
+    record_fields: dict[str, Any] | None = None,
 ) -> RequestRecord:
-    """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight."""
+    """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
+
+    ``record_fields`` are more RequestRecord fields known before sending, e.g. ``{"effort": "low"}``.
+    """
     request_id = uuid.uuid4().hex
-    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic(), warmup)
+    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic(), warmup, record_fields)
     try:
         end_s = client.stream_chat(body, request_id, acc)
     except RequestFailed as failure:

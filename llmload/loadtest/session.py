@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import logging
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from llmload.client.body import ChatOptions
 from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
+from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
@@ -50,8 +52,10 @@ class RunSession:
         info = probe_server(self.host, self.api_key)
         model = resolve_model(o.model, info)
         continuous = continuous_usage(o.continuous_usage, info)
-        self.chat = ChatOptions(model=model, effort=o.effort, max_tokens=o.max_tokens, temperature=o.temperature,
-                                continuous_usage=continuous, extra_body=opts.extra_body(o))
+        self.efforts = EffortDraw(opts.effort_shares(o.effort), o.seed)
+        chat = ChatOptions(model=model, max_tokens=o.max_tokens, temperature=o.temperature,
+                           continuous_usage=continuous, extra_body=opts.extra_body(o))
+        self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
         runner = environment.runner

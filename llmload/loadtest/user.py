@@ -71,8 +71,9 @@ class ChatUser(User):
                 raise StopUser()  # Ctrl-C came while this user waited for the warm-ups: send nothing more
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
-        body = chat_body(session.chat, prompt.messages, prompt.request, nonce)
-        record = measure_request(self.client, body, prompt.id, session.add, warmup)
+        effort = session.efforts.next()
+        body = chat_body(session.chat_by_effort[effort], prompt.messages, prompt.request, nonce)
+        record = measure_request(self.client, body, prompt.id, session.add, warmup, {"effort": effort})
         session.budget.done(ticket)
         self.pause_s = self.backoff.after(record.ok)
         if warmup:

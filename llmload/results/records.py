@@ -60,6 +60,8 @@ class RequestRecord:
     error_detail: str | None = None
     warmup: bool = False
     """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
+    effort: str | None = None
+    """reasoning_effort sent (none: left out); drawn per request under EFFORT=mix:...; None in older files."""
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property

@@ -55,6 +55,14 @@ def _status(summary: dict[str, Any]) -> list[str]:
     if summary.get("partial"):
         lines.append(_row("PARTIAL, rebuilt from samples.jsonl:", "missing " + "; ".join(summary.get("missing") or [])))
     return lines
+def _effort_part(effort: str, part: dict[str, Any], requests_ok: int) -> list[str]:
+    """One effort's rows in a mixed run: its share, rate, and median and p90 latencies."""
+    share = f" ({part['requests_ok'] / requests_ok:.1%})" if requests_ok else ""
+    rows = [_rule(f"Effort {effort}{share}"), _row("Successful requests:", part["requests_ok"]),
+            _row("Failed requests:", part["requests_failed"]), _with_ci("Request throughput (req/s):", part, "rps")]
+    for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("response_time_ms", "E2EL"), ("ttfvt_ms", "TTFVT")):
+        rows += [_with_ci(f"Median {name} (ms):", part[key], "median"), _with_ci(f"P90 {name} (ms):", part[key], "p90")]
+    return rows
 
 
 def format_result(summary: dict[str, Any]) -> str:
@@ -89,6 +97,8 @@ def format_result(summary: dict[str, Any]) -> str:
         _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
         _row("Answers lost to max_tokens:", summary["lost_to_max_tokens"]),
     ]
+    for effort, part in summary.get("by_effort", {}).items():
+        lines += _effort_part(effort, part, summary["requests_ok"])
     if summary["errors"]:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
     lines.append(_rule(fill="="))

@@ -81,8 +81,9 @@ class SampleWriter:
 
 
 def default_run_dir(gpu: str, model: str, effort: str, users: int) -> Path:
-    """results/<time>-<gpu>-<model>-<effort>-u<users>, the run folder when OUT is not given."""
+    """results/<time>-<gpu>-<model>-<effort>-u<users>, the run folder when OUT is not given (a mix: ``mix``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    effort = effort.partition(":")[0]
     return Path("results") / f"{stamp}-{gpu}-{bare_model_name(model) or 'model'}-{effort}-u{users}"
 
 

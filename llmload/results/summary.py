@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
+from llmload.options import effort_shares
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.records import RequestRecord
 
@@ -136,6 +137,8 @@ class Summary(Measures):
     """Rebuilt from samples.jsonl after the run died without writing its summary (``llmload report``)."""
     missing: list[str] = field(default_factory=list)
     """With ``partial``: what the run did not leave behind."""
+    by_effort: dict[str, Measures] = field(default_factory=dict)
+    """Under EFFORT=mix:... (or records of several efforts), each effort's part; rates over the whole run."""
     config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
@@ -214,6 +217,18 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float]) -> Me
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
     """The Summary of a run's records; ``config`` is copied in as the run's options."""
+    config = dict(config or {})
     measured = [r for r in records if not r.warmup]
-    whole = measure(measured, _span_s(measured))
-    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, config=dict(config or {}))
+    span_s = _span_s(measured)
+    whole = measure(measured, span_s)
+    efforts = _mixed_efforts(measured, str(config.get("effort", "")))
+    by_effort = {e: measure([r for r in measured if r.effort == e], span_s) for e in efforts}
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, config=config)
+
+
+def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:
+    """The efforts a run mixed: the mix's own (drawn or not) then any other recorded; [] for one effort."""
+    named = list(effort_shares(effort_option)) if effort_option.startswith("mix:") else []
+    recorded = sorted({r.effort for r in records if r.effort is not None} - set(named))
+    efforts = named + recorded
+    return efforts if len(efforts) > 1 else []

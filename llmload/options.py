@@ -25,7 +25,7 @@ from llmload.errors import ConfigError
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
-    "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "validate", "api_key", "web_login", "extra_body", "run_config",
+    "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
 ]
 
@@ -151,6 +151,9 @@ TABLE: tuple[Option, ...] = (
            "or http-<code> (that status, with a request id in its message)", commands=("serve-sim",), value_type=str),
     Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of chat requests FAULT hits", commands=("serve-sim",),
            minimum=0, maximum=1),
+    # issue-15: SLOs, open-loop arrivals, early stop, capacity search
+    Option("SLO", "--slo", "slo", "", "service-level objectives, e.g. ttft_p90<=2s,tpot_p90<=50ms,ttfvt_p90<=10s "
+           "(units required); gives goodput_rps"),
 )
 
 
@@ -344,6 +347,48 @@ def effort_shares(text: str) -> dict[str, float]:
     return {name: weight / total for name, weight in weights.items()}
 
 
+SLO_METRICS = {"ttft": "ttft_ms", "ttfvt": "ttfvt_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms"}
+"""SLO metric names and the summary.json distribution each one reads."""
+SLO_STATS = ("mean", "median", "p50", "p90", "p99")
+_SLO = re.compile(r"([a-z0-9]+)_([a-z0-9]+)<=(\d+(?:\.\d*)?|\.\d+)([a-z]*)")
+_SLO_UNITS_S = {"ms": 0.001, "s": 1.0}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """One objective, ``<metric>_<stat><=<limit><unit>``: e.g. ttft_p90<=2s (the p90 of TTFT at most 2 s)."""
+
+    text: str
+    metric: str
+    """A key of SLO_METRICS: ttft, ttfvt, tpot, itl, e2e."""
+    stat: str
+    """mean, median, p90 or p99 (p50 is read as median)."""
+    limit_s: float
+
+
+def parse_slos(text: str) -> tuple[Slo, ...]:
+    """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take."""
+    if not text.strip():
+        return ()
+    slos: list[Slo] = []
+    for part in (p.replace(" ", "") for p in text.split(",")):
+        match = _SLO.fullmatch(part)
+        if not match:
+            raise ConfigError(f"SLO={text!r}: {part!r} is not <metric>_<stat><=<number><unit>; give e.g. ttft_p90<=2s,tpot_p90<=50ms")
+        metric, stat, number, unit = match.groups()
+        if metric not in SLO_METRICS:
+            raise ConfigError(f"SLO={text!r}: {part!r} names no known metric; use one of {', '.join(SLO_METRICS)}")
+        if stat not in SLO_STATS:
+            raise ConfigError(f"SLO={text!r}: {part!r} names no known statistic; use one of {', '.join(SLO_STATS)}")
+        if unit not in _SLO_UNITS_S:
+            raise ConfigError(f"SLO={text!r}: {part!r} needs a unit, ms or s: {metric}_{stat}<={number}s or {metric}_{stat}<={number}ms")
+        stat = "median" if stat == "p50" else stat
+        if any(s.metric == metric and s.stat == stat for s in slos):
+            raise ConfigError(f"SLO={text!r}: {metric}_{stat} is given twice; keep one limit")
+        slos.append(Slo(part, metric, stat, float(number) * _SLO_UNITS_S[unit]))
+    return tuple(slos)
+
+
 def _extra_body(text: str) -> dict[str, Any]:
     if not text:
         return {}
@@ -373,6 +418,7 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
     _extra_body(options.extra_body)
     effort_shares(options.effort)
+    parse_slos(options.slo)
 
 
 def api_key(options: Any) -> str:

@@ -1,7 +1,8 @@
 """The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures.
 
 A figure with a 95% interval in summary.json has it printed after it as ``[lo, hi]``; older
-summaries without intervals print as they did.
+summaries without intervals print as they did. An SLO's verdict reads PASS or FAIL, with a ``?``
+when its interval straddles the limit.
 """
 
 from __future__ import annotations
@@ -55,6 +56,21 @@ def _status(summary: dict[str, Any]) -> list[str]:
     if summary.get("partial"):
         lines.append(_row("PARTIAL, rebuilt from samples.jsonl:", "missing " + "; ".join(summary.get("missing") or [])))
     return lines
+
+
+def _slo_rows(part: dict[str, Any]) -> list[str]:
+    """Goodput and each SLO's verdict, value and interval (nothing for a run without SLO)."""
+    if not part.get("slo"):
+        return []
+    rows = [_with_ci("Goodput (req/s):", part, "goodput_rps")]
+    for result in part["slo"]:
+        verdict = ("PASS" if result["passed"] else "FAIL") + ("" if result["certain"] else "?")
+        ci = result["value_ms_ci95"]
+        interval = f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
+        rows.append(f"{'SLO ' + result['slo'] + ':':<40}{verdict:<6}{_number(result['value_ms'])} ms{interval}")
+    return rows
+
+
 def _effort_part(effort: str, part: dict[str, Any], requests_ok: int) -> list[str]:
     """One effort's rows in a mixed run: its share, rate, and median and p90 latencies."""
     share = f" ({part['requests_ok'] / requests_ok:.1%})" if requests_ok else ""
@@ -62,7 +78,7 @@ def _effort_part(effort: str, part: dict[str, Any], requests_ok: int) -> list[st
             _row("Failed requests:", part["requests_failed"]), _with_ci("Request throughput (req/s):", part, "rps")]
     for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("response_time_ms", "E2EL"), ("ttfvt_ms", "TTFVT")):
         rows += [_with_ci(f"Median {name} (ms):", part[key], "median"), _with_ci(f"P90 {name} (ms):", part[key], "p90")]
-    return rows
+    return rows + _slo_rows(part)
 
 
 def format_result(summary: dict[str, Any]) -> str:
@@ -97,6 +113,10 @@ def format_result(summary: dict[str, Any]) -> str:
         _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
         _row("Answers lost to max_tokens:", summary["lost_to_max_tokens"]),
     ]
+    if summary.get("slo"):
+        met = summary["slo_met"]
+        lines += [_rule("Service-level objectives"), *_slo_rows(summary),
+                  _row("SLOs met" + (" by every effort:" if summary.get("by_effort") else ":"), "yes" if met else "no")]
     for effort, part in summary.get("by_effort", {}).items():
         lines += _effort_part(effort, part, summary["requests_ok"])
     if summary["errors"]:

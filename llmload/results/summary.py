@@ -17,9 +17,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
-from llmload.options import effort_shares
+from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.records import RequestRecord
+from llmload.results.slo import SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "Summary", "tpot_s", "distribution", "token_stats", "measure", "summarize", "check_metric_path"]
 
@@ -125,6 +126,11 @@ class Measures:
     finish_reasons: dict[str, int]
     token_sources: dict[str, int]
     """How many requests took their counts from server usage or from counting the stream."""
+    goodput_rps: float | None
+    """Requests per second that succeeded, got an answer and met every SLO limit (vLLM's goodput); None without SLO."""
+    goodput_rps_ci95: list[float] | None
+    slo: list[SloResult]
+    """Each SLO's verdict on these records, with the measured value and its interval."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,8 @@ class Summary(Measures):
     """With ``partial``: what the run did not leave behind."""
     by_effort: dict[str, Measures] = field(default_factory=dict)
     """Under EFFORT=mix:... (or records of several efforts), each effort's part; rates over the whole run."""
+    slo_met: bool | None = None
+    """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
     config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
@@ -168,7 +176,7 @@ def _span_s(records: Sequence[RequestRecord]) -> tuple[float, float]:
     return min(r.start_monotonic_s for r in records), max(r.start_monotonic_s + r.e2e_s for r in records)
 
 
-def measure(records: Sequence[RequestRecord], span_s: tuple[float, float]) -> Measures:
+def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos: Sequence[Slo] = ()) -> Measures:
     """The Measures of measured (not warm-up) ``records``; rates are over ``span_s`` (start, end)."""
     ok = [r for r in records if r.ok]
     interrupted = sum(1 for r in records if r.error == "interrupted")
@@ -187,6 +195,14 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float]) -> Me
         return batch_means_ci(ends_s, weights, start_s, end_s, batches)
 
     output_each = [r.completion_tokens or 0 for r in ok]
+    good = [1.0 if is_good(r, slos) else 0.0 for r in ok]
+    distributions = dict(
+        response_time_ms=distribution([r.e2e_s for r in ok], 1000.0),
+        ttft_ms=distribution([r.ttft_s for r in ok if r.ttft_s is not None], 1000.0),
+        ttfvt_ms=distribution([r.ttfvt_s for r in ok if r.ttfvt_s is not None], 1000.0),
+        tpot_ms=distribution([r.tpot_s for r in ok if r.tpot_s is not None], 1000.0),
+        itl_ms=distribution(itl, 1000.0),
+    )
     return Measures(
         requests_ok=len(ok),
         requests_failed=failed,
@@ -201,18 +217,21 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float]) -> Me
         answered_ratio=_ratio(sum(1 for r in ok if r.answered), len(ok)),
         lost_to_max_tokens=sum(1 for r in ok if r.finish_reason == "length" and not r.answered),
         reasoning_ratio=_ratio(sum(reasoning), sum(r.completion_tokens for r in reasoning_counted)),
-        response_time_ms=distribution([r.e2e_s for r in ok], 1000.0),
-        ttft_ms=distribution([r.ttft_s for r in ok if r.ttft_s is not None], 1000.0),
-        ttfvt_ms=distribution([r.ttfvt_s for r in ok if r.ttfvt_s is not None], 1000.0),
-        tpot_ms=distribution([r.tpot_s for r in ok if r.tpot_s is not None], 1000.0),
-        itl_ms=distribution(itl, 1000.0),
+        **distributions,
         prompt_tokens=token_stats(prompt),
         output_tokens=token_stats(output),
         reasoning_tokens=token_stats(reasoning),
         errors=dict(Counter(r.error for r in records if r.error is not None)),
         finish_reasons=dict(Counter(r.finish_reason or "none" for r in ok)),
         token_sources=dict(Counter(r.token_source for r in ok)),
+        goodput_rps=(_ratio(sum(good), duration) or 0.0) if slos else None,
+        goodput_rps_ci95=rate_ci(good) if slos else None,
+        slo=[_check(slo, distributions[SLO_METRICS[slo.metric]]) for slo in slos],
     )
+
+
+def _check(slo: Slo, d: Distribution) -> SloResult:
+    return check_slo(slo, getattr(d, slo.stat), getattr(d, f"{slo.stat}_ci95", None))
 
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
@@ -220,10 +239,14 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     config = dict(config or {})
     measured = [r for r in records if not r.warmup]
     span_s = _span_s(measured)
-    whole = measure(measured, span_s)
+    slos = parse_slos(str(config.get("slo", "")))
+    whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, str(config.get("effort", "")))
-    by_effort = {e: measure([r for r in measured if r.effort == e], span_s) for e in efforts}
-    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, config=config)
+    by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}
+    judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
+    slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
+                   slo_met=slo_met, config=config)
 
 
 def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:

@@ -24,7 +24,7 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
-    "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
 ]
@@ -33,6 +33,8 @@ REASONING_EFFORTS = ("low", "medium", "high")
 """gpt-oss's reasoning_effort values."""
 EFFORTS = (*REASONING_EFFORTS, "none")
 """EFFORT's values: none leaves reasoning_effort out of the request."""
+ARRIVALS = ("poisson", "constant", "gamma")
+"""ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
 COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
@@ -154,6 +156,13 @@ TABLE: tuple[Option, ...] = (
     # issue-15: SLOs, open-loop arrivals, early stop, capacity search
     Option("SLO", "--slo", "slo", "", "service-level objectives, e.g. ttft_p90<=2s,tpot_p90<=50ms,ttfvt_p90<=10s "
            "(units required); gives goodput_rps"),
+    Option("RATE", "--rate", "rate", 0.0, "open loop: requests per second sent on a schedule whatever the server does "
+           "(0: USERS closed-loop users)", minimum=0),
+    Option("ARRIVALS", "--arrivals", "arrivals", "poisson", "with RATE: the gaps between sends", choices=ARRIVALS),
+    Option("BURSTINESS", "--burstiness", "burstiness", 1.0, "ARRIVALS=gamma: the gaps' shape, as vLLM bench's --burstiness "
+           "(below 1 burstier, above 1 more regular)", above=0),
+    Option("MAX_CONCURRENCY", "--max-concurrency", "max_concurrency", 0, "with RATE: at most this many requests in flight; "
+           "one due while all are busy waits for a slot (0: no cap)", minimum=0),
 )
 
 
@@ -419,6 +428,17 @@ def validate(options: argparse.Namespace) -> None:
     _extra_body(options.extra_body)
     effort_shares(options.effort)
     parse_slos(options.slo)
+    _validate_open_loop(options)
+
+
+def _validate_open_loop(options: argparse.Namespace) -> None:
+    if options.burstiness != 1.0 and options.arrivals != "gamma":
+        raise ConfigError(f"BURSTINESS applies to ARRIVALS=gamma only; with ARRIVALS={options.arrivals} leave it out")
+    if options.rate and options.num_users != 1:
+        raise ConfigError(f"USERS={options.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
+                          "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
+    if options.max_concurrency and not options.rate:
+        raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
 
 
 def api_key(options: Any) -> str:

@@ -12,12 +12,14 @@ from typing import Any
 
 import gevent
 import orjson
+from gevent.event import Event
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
 from llmload.client.body import ChatOptions
 from llmload.control_http import server_root
 from llmload.errors import LoadTestError
+from llmload.loadtest.arrivals import Arrivals
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
@@ -65,6 +67,10 @@ class RunSession:
         self.failure_backoff_max_s = o.failure_backoff_max
         self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.nonce = o.nonce == "on"
+        # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
+        self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
+        self.max_concurrency = o.max_concurrency
+        self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self._next_prompt = 0
         self.client_name = o.client
         self.timeout_s = o.request_timeout
@@ -80,6 +86,7 @@ class RunSession:
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         self.users_started = 0
         self.finished = False
+        self.dispatcher_started = False
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)

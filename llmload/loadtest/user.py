@@ -22,11 +22,13 @@ from llmload.client.faults import normalised_detail
 from llmload.client.measure import make_client, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.live import install_streaming_tab
-from llmload.promptsets.catalog import load_prompt_set
+from llmload.loadtest.openloop import run_open_loop
 from llmload.loadtest.pacing import FailureBackoff
 from llmload.loadtest.session import RunSession, current_session
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
+from llmload.results.records import RequestRecord
+from llmload.promptsets.catalog import load_prompt_set
 
 __all__ = ["ChatUser"]
 
@@ -35,7 +37,10 @@ REQUEST_NAME = "/v1/chat/completions"
 
 
 class ChatUser(User):
-    """A closed-loop user: streams one chat completion after another, no wait between them but after failures."""
+    """A closed-loop user: streams one chat completion after another, no wait between them but after failures.
+
+    With RATE, the first user instead keeps the open-loop schedule (openloop.py) and the others stop.
+    """
 
     pause_s = 0.0
     """The wait before the next request: FAILURE_BACKOFF after a failure, else none."""
@@ -61,23 +66,30 @@ class ChatUser(User):
     @task
     def chat(self) -> None:
         session = self.session
+        if session is not None and session.arrivals is not None:
+            return run_open_loop(self, session)  # RATE: the first user keeps the schedule, the others stop
         ticket = session.budget.take() if session is not None else None
         if ticket is None:
             raise StopUser()
-        warmup = session.budget.is_warmup(ticket)
-        if not warmup:
+        if not session.budget.is_warmup(ticket):
             session.budget.warmed_up.wait()
             if stop_signal(self.environment) is not None:
                 raise StopUser()  # Ctrl-C came while this user waited for the warm-ups: send nothing more
+        record = self.send(ticket, self.client)
+        self.pause_s = self.backoff.after(record.ok)  # closed loop only: RATE's schedule never waits
+
+    def send(self, ticket: int, client: Any, record_fields: dict[str, Any] | None = None) -> RequestRecord:
+        """Send request ``ticket`` with ``client`` (its warm-ups done), record it, and report it to Locust."""
+        session = self.session
+        warmup = session.budget.is_warmup(ticket)
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
         effort = session.efforts.next()
         body = chat_body(session.chat_by_effort[effort], prompt.messages, prompt.request, nonce)
-        record = measure_request(self.client, body, prompt.id, session.add, warmup, {"effort": effort})
+        record = measure_request(client, body, prompt.id, session.add, warmup, {"effort": effort, **(record_fields or {})})
         session.budget.done(ticket)
-        self.pause_s = self.backoff.after(record.ok)
         if warmup:
-            return  # warm-ups stay out of Locust's statistics too
+            return record  # warm-ups stay out of Locust's statistics too
         # Locust groups failures by the exception's text: ids and numbers stripped, a few rows.
         self.environment.events.request.fire(
             request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
@@ -85,6 +97,7 @@ class ChatUser(User):
             exception=None if record.ok else RequestFailed(record.error or "", normalised_detail(record.error_detail)),
         )
         session.fail_ratio.add(record.error)
+        return record
 
 
 @events.init_command_line_parser.add_listener
@@ -104,6 +117,13 @@ def _on_test_start(environment: Any, **_: Any) -> None:
             logger.exception("error: the test could not start")
         if environment.runner is not None:
             gevent.spawn(environment.runner.quit if environment.parsed_options.headless else environment.runner.stop)
+
+
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Any, **_: Any) -> None:
+    session = current_session(environment)
+    if session is not None:
+        session.stopping.set()  # RATE's dispatcher sends nothing more
 
 
 @events.test_stop.add_listener

@@ -62,6 +62,10 @@ class RequestRecord:
     """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
     effort: str | None = None
     """reasoning_effort sent (none: left out); drawn per request under EFFORT=mix:...; None in older files."""
+    scheduled_monotonic_s: float | None = None
+    """With RATE: when the schedule had the request sent (start_monotonic_s is when it was); None in closed loop."""
+    slot_wait_s: float | None = None
+    """With RATE: how long the request, once due, waited for one of MAX_CONCURRENCY slots (0 without a cap)."""
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property

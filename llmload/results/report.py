@@ -58,6 +58,21 @@ def _status(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _arrival_rows(arrivals: dict[str, Any]) -> list[str]:
+    """RATE runs: the schedule kept, the dispatch lag, late requests and slot waits."""
+    lag, wait = arrivals["dispatch_lag_ms"], arrivals["slot_wait_ms"]
+    return [
+        _rule("Open-loop arrivals"),
+        _row("Scheduled rate (req/s):", arrivals["scheduled_rate_rps"]),
+        _row("Send rate (req/s):", arrivals["send_rate_rps"]),
+        _row("Send gaps' coefficient of variation:", arrivals["send_interval_cv"]),
+        _row("Median dispatch lag (ms):", lag["median"]),
+        _row("P99 dispatch lag (ms):", lag["p99"]),
+        _row(f"Sent over {arrivals['late_after_ms']:g} ms late:", f"{arrivals['late_requests']} of {arrivals['requests_scheduled']}"),
+        _row("P99 wait for a free slot (ms):", wait["p99"]),
+    ]
+
+
 def _slo_rows(part: dict[str, Any]) -> list[str]:
     """Goodput and each SLO's verdict, value and interval (nothing for a run without SLO)."""
     if not part.get("slo"):
@@ -113,6 +128,8 @@ def format_result(summary: dict[str, Any]) -> str:
         _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
         _row("Answers lost to max_tokens:", summary["lost_to_max_tokens"]),
     ]
+    if summary.get("arrivals"):
+        lines += _arrival_rows(summary["arrivals"])
     if summary.get("slo"):
         met = summary["slo_met"]
         lines += [_rule("Service-level objectives"), *_slo_rows(summary),

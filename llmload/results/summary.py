@@ -22,7 +22,8 @@ from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.records import RequestRecord
 from llmload.results.slo import SloResult, check_slo, is_good
 
-__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "Summary", "tpot_s", "distribution", "token_stats", "measure", "summarize", "check_metric_path"]
+__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "tpot_s", "distribution",
+           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path"]
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -133,6 +134,54 @@ class Measures:
     """Each SLO's verdict on these records, with the measured value and its interval."""
 
 
+LATE_AFTER_S = 0.010
+"""A RATE request sent more than this after its scheduled time counts as late."""
+
+
+@dataclass(frozen=True)
+class ArrivalStats:
+    """RATE runs: how well the sends kept the schedule."""
+
+    requests_scheduled: int
+    scheduled_rate_rps: float | None
+    """Scheduled sends per second, first to last due time."""
+    send_rate_rps: float | None
+    """Actual sends per second, first to last send."""
+    send_interval_cv: float | None
+    """Coefficient of variation of the gaps between sends: about 1 Poisson, 0 constant, 1/sqrt(BURSTINESS) gamma."""
+    dispatch_lag_ms: Distribution
+    """Actual minus scheduled send time, a wait for a MAX_CONCURRENCY slot included."""
+    late_requests: int
+    """Sent more than late_after_ms after their scheduled time."""
+    late_after_ms: float
+    slot_wait_ms: Distribution
+
+
+def _per_second(times_s: np.ndarray) -> float | None:
+    span_s = float(times_s[-1] - times_s[0]) if times_s.size > 1 else 0.0
+    return (times_s.size - 1) / span_s if span_s > 0 else None
+
+
+def arrival_stats(records: Sequence[RequestRecord]) -> ArrivalStats | None:
+    """The schedule kept by ``records`` sent under RATE; None for a closed-loop run."""
+    scheduled = [r for r in records if r.scheduled_monotonic_s is not None]
+    if not scheduled:
+        return None
+    sends_s = np.sort([r.start_monotonic_s for r in scheduled])
+    gaps_s = np.diff(sends_s)
+    lags_s = [r.start_monotonic_s - r.scheduled_monotonic_s for r in scheduled]
+    return ArrivalStats(
+        requests_scheduled=len(scheduled),
+        scheduled_rate_rps=_per_second(np.sort([r.scheduled_monotonic_s for r in scheduled])),
+        send_rate_rps=_per_second(sends_s),
+        send_interval_cv=float(gaps_s.std() / gaps_s.mean()) if gaps_s.size > 1 and gaps_s.mean() > 0 else None,
+        dispatch_lag_ms=distribution(lags_s, 1000.0),
+        late_requests=sum(1 for lag in lags_s if lag > LATE_AFTER_S),
+        late_after_ms=LATE_AFTER_S * 1000.0,
+        slot_wait_ms=distribution([r.slot_wait_s or 0.0 for r in scheduled], 1000.0),
+    )
+
+
 @dataclass(frozen=True)
 class Summary(Measures):
     """What a run measured, computed from its raw records only."""
@@ -147,6 +196,8 @@ class Summary(Measures):
     """Under EFFORT=mix:... (or records of several efforts), each effort's part; rates over the whole run."""
     slo_met: bool | None = None
     """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
+    arrivals: ArrivalStats | None = None
+    """RATE runs: the schedule's rate and how far sends lagged it; None in closed loop."""
     config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
@@ -246,7 +297,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
-                   slo_met=slo_met, config=config)
+                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config)
 
 
 def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:

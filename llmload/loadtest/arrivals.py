@@ -1,0 +1,39 @@
+"""RATE's schedule: when each request of an open-loop run is due, as offsets from the schedule's start.
+
+    constant  every 1/RATE seconds
+    poisson   exponential gaps of mean 1/RATE (coefficient of variation 1)
+    gamma     gamma gaps of shape BURSTINESS and mean 1/RATE, as vLLM bench's --burstiness:
+              coefficient of variation 1/sqrt(BURSTINESS); below 1 burstier than Poisson, above 1 more regular
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+__all__ = ["Arrivals"]
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """An arrival process of ``rate_rps`` requests per second."""
+
+    rate_rps: float
+    kind: str
+    """constant, poisson or gamma (ARRIVALS)."""
+    burstiness: float = 1.0
+    """The gamma gaps' shape; poisson is gamma with burstiness 1."""
+
+    def offsets_s(self, seed: int) -> Iterator[float]:
+        """Endless due times in seconds from the start, the first at 0; the same for the same seed."""
+        rng = random.Random(seed)
+        shape = 1.0 if self.kind == "poisson" else self.burstiness
+        count, due_s = 0, 0.0
+        while True:
+            yield due_s
+            count += 1
+            if self.kind == "constant":
+                due_s = count / self.rate_rps  # not a running sum: no drift over a long run
+            else:
+                due_s += rng.gammavariate(shape, 1.0 / (self.rate_rps * shape))

@@ -163,6 +163,11 @@ TABLE: tuple[Option, ...] = (
            "(below 1 burstier, above 1 more regular)", above=0),
     Option("MAX_CONCURRENCY", "--max-concurrency", "max_concurrency", 0, "with RATE: at most this many requests in flight; "
            "one due while all are busy waits for a slot (0: no cap)", minimum=0),
+    Option("EARLY_STOP", "--early-stop", "early_stop", "off", "with SLO: end the run as soon as an SLO's failure is certain "
+           "(a sequential test), not at DURATION", choices=("off", "on")),
+    Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
+           "sequence (also on top of FIXED_ITL_MS): a known capacity, for tests", commands=("serve-sim",), value_type=float,
+           minimum=0),
 )
 
 
@@ -429,6 +434,8 @@ def validate(options: argparse.Namespace) -> None:
     effort_shares(options.effort)
     parse_slos(options.slo)
     _validate_open_loop(options)
+    if options.early_stop == "on" and not options.slo:
+        raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
 
 
 def _validate_open_loop(options: argparse.Namespace) -> None:

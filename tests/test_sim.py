@@ -116,6 +116,16 @@ def test_fixed_mode_exact_and_no_prefill_queue():
         assert [b - a for a, b in zip(rec.times, rec.times[1:])] == pytest.approx([0.01] * 29)
 
 
+def test_itl_per_seq_grows_a_fixed_gap_by_a_set_amount_per_running_sequence():
+    alone = _run(_engine(fixed_ttft_s=0.0, fixed_itl_s=0.002, itl_per_seq_s=0.003)[0], [10], max_tokens=5)[0]
+    assert [b - a for a, b in zip(alone.times, alone.times[1:])] == pytest.approx([0.005] * 4)
+    crowd = _run(_engine(fixed_ttft_s=0.0, fixed_itl_s=0.002, itl_per_seq_s=0.003)[0], [10] * 8, max_tokens=5)
+    assert crowd[0].times[1] - crowd[0].times[0] == pytest.approx(0.002 + 8 * 0.003)
+    profile = lookup_profile("h100", "gpt-oss-20b")
+    own_slope = _run(_engine(itl_per_seq_s=0.01)[0], [100], max_tokens=3)[0]
+    assert own_slope.times[2] - own_slope.times[1] == pytest.approx(profile.itl_base_s + 0.01)
+
+
 def test_speedup_divides_all_durations():
     normal = _run(_engine()[0], [3000, 9000])
     fast = _run(_engine(speedup=40)[0], [3000, 9000])

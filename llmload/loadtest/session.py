@@ -21,6 +21,7 @@ from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.arrivals import Arrivals
 from llmload.loadtest.budget import RequestBudget
+from llmload.loadtest.earlystop import watch_slos
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
@@ -87,6 +88,11 @@ class RunSession:
         self.users_started = 0
         self.finished = False
         self.dispatcher_started = False
+        self.slos = opts.parse_slos(o.slo)
+        self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
+        self.stopped_early: str | None = None
+        if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
+            watch_slos(self, float(o.run_time or 60), runner.quit if o.headless else runner.stop)
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -103,6 +109,8 @@ class RunSession:
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
+        if self.slos and not record.warmup:
+            self.measured.append(record)
         if self.live is not None:
             self.live.add(record)
 
@@ -113,7 +121,8 @@ class RunSession:
         self.finished = True
         self.writer.close()
         summary = summarize(read_records(self.writer.path), self.config)
-        write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
+        write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment),
+                                                        stopped_early=self.stopped_early))
         _write_locust_csv(environment, self.run_dir)
 
 

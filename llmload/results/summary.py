@@ -198,6 +198,8 @@ class Summary(Measures):
     """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
     arrivals: ArrivalStats | None = None
     """RATE runs: the schedule's rate and how far sends lagged it; None in closed loop."""
+    stopped_early: str | None = None
+    """EARLY_STOP=on: why the run ended before DURATION (an SLO that surely failed); None otherwise."""
     config: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SUMMARY_SCHEMA_VERSION
 

@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             profile, seed=args.seed, speedup=args.speedup,
             fixed_ttft_s=None if args.fixed_ttft_ms is None else args.fixed_ttft_ms * s_per_ms,
             fixed_itl_s=None if args.fixed_itl_ms is None else args.fixed_itl_ms * s_per_ms,
+            itl_per_seq_s=None if args.itl_per_seq_ms is None else args.itl_per_seq_ms * s_per_ms,
             fail_rate=args.fail_rate, disconnect_rate=args.disconnect_rate)
         if args.send_log is not None:
             try:

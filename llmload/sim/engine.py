@@ -88,7 +88,7 @@ class Engine:
 
     def __init__(self, profile: Profile, *, seed: int = 0, speedup: float = 1.0,
                  fixed_ttft_s: float | None = None, fixed_itl_s: float | None = None,
-                 fail_rate: float = 0.0, disconnect_rate: float = 0.0,
+                 itl_per_seq_s: float | None = None, fail_rate: float = 0.0, disconnect_rate: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if speedup <= 0:
             raise ValueError("speedup must be > 0")
@@ -106,7 +106,9 @@ class Engine:
         self._ttft_base_s = profile.ttft_base_s * scale
         self._prefill_s_per_tok = scale / profile.prefill_tok_s
         self._itl_base_s = profile.itl_base_s * scale
-        self._itl_per_seq_s = profile.itl_per_seq_s * scale
+        # itl_per_seq_s replaces the profile's growth of ITL per running sequence, also on top of fixed_itl_s
+        self._itl_per_seq_s = (profile.itl_per_seq_s if itl_per_seq_s is None else itl_per_seq_s) * scale
+        self._fixed_itl_per_seq_s = 0.0 if itl_per_seq_s is None else self._itl_per_seq_s
         self._heap: list[tuple[float, int, Sequence]] = []
         self._tie = itertools.count()  # FIFO among equal due times -> round-robin at ITL 0
         self._waiting: deque[Sequence] = deque()
@@ -139,7 +141,7 @@ class Engine:
     def itl_s(self) -> float:
         """Inter-token latency for the current batch size."""
         if self._fixed_itl_s is not None:
-            return self._fixed_itl_s
+            return self._fixed_itl_s + self._fixed_itl_per_seq_s * self.running
         return self._itl_base_s + self._itl_per_seq_s * self.running
 
     def next_due_s(self) -> float | None:

@@ -13,7 +13,7 @@ SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(fil
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
+.PHONY: load ui prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templa
 
 sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPEEDUP, METRICS_INTERVAL
 	$(PY) -m llmload sweep $(SETTINGS)
+
+capacity: $(VENV)/.installed $(GENERATED_SET)  ## the largest USERS (or RATE, CAPACITY_BY=rate) meeting SLO: adaptive search, OUT/capacity.json
+	$(PY) -m llmload capacity $(SETTINGS)
 
 figures: $(VENV)/.installed  ## figures/ and report.html from results folders: RESULTS="dir [dir ...]"
 	$(if $(RESULTS),,$(error RESULTS is missing: make figures RESULTS="results/<sweep> [more results folders]"))

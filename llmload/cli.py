@@ -4,6 +4,7 @@
     ui [KEY=VALUE ...]      Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same options filled in
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
+    capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
@@ -219,6 +220,23 @@ def _sweep(settings: Sequence[str]) -> int:
     return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options))
 
 
+def _capacity(settings: Sequence[str]) -> int:
+    from llmload.sweep.capacity import check_capacity_settings, run_capacity
+
+    parsed = opts.parse_settings(settings, (*opts.OPTIONS, *opts.CAPACITY_OPTIONS))
+    if any("=" not in word or word.startswith("-") for word in settings):
+        raise ConfigError("capacity takes KEY=VALUE settings only, e.g. SLO='ttft_p90<=2s' EFFORT=high")
+    words = dict(word.split("=", 1) for word in settings)
+    own = {o.key for o in opts.CAPACITY_OPTIONS} | set(opts.RUNNER_KEYS)
+    step_words = {k: v for k, v in words.items() if k not in own}
+    check_capacity_settings(step_words, parsed)
+    if parsed.host and parsed.speedup != 1.0:
+        raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
+    effort = parsed.effort.partition(":")[0]
+    out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{opts.bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
+    return run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+
+
 def _report(run_dirs: Sequence[str]) -> int:
     """Print each run's result block; a run killed before its summary gets one rebuilt from samples.jsonl."""
     for run_dir in map(Path, run_dirs):
@@ -245,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _prompts(rest)
         if command == "sweep":
             return _sweep(rest)
+        if command == "capacity":
+            return _capacity(rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "serve-sim":
@@ -260,5 +280,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,report,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,report,serve-sim} ...", file=sys.stderr)
     return 2

@@ -23,7 +23,7 @@ import orjson
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
+    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
@@ -37,8 +37,9 @@ ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
-"""Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``)."""
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "capacity")
+"""Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
+capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
 _RUN_AND_SWEEP = ("load", "ui", "sweep")
 
@@ -168,6 +169,16 @@ TABLE: tuple[Option, ...] = (
     Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
            "sequence (also on top of FIXED_ITL_MS): a known capacity, for tests", commands=("serve-sim",), value_type=float,
            minimum=0),
+    Option("CAPACITY_BY", "--capacity-by", "capacity_by", "users", "what the capacity search varies: USERS (closed loop) "
+           "or RATE (open loop)", choices=("users", "rate"), commands=("capacity",)),
+    Option("CAPACITY_START", "--capacity-start", "capacity_start", 1.0, "the first USERS (or RATE) tried; the search doubles "
+           "it until a step fails", commands=("capacity",), above=0),
+    Option("CAPACITY_MAX", "--capacity-max", "capacity_max", 1024.0, "the largest USERS (or RATE) tried", commands=("capacity",),
+           above=0),
+    Option("CAPACITY_STEPS", "--capacity-steps", "capacity_steps", 12, "the search's budget: at most this many steps (each a "
+           "run of DURATION, or less when it surely fails)", commands=("capacity",), minimum=1),
+    Option("CAPACITY_PRECISION", "--capacity-precision", "capacity_precision", 0.1, "stop once the largest passing and the "
+           "smallest failing step are within this fraction of the answer", commands=("capacity",), minimum=0),
 )
 
 
@@ -182,6 +193,7 @@ OPTIONS = options_for("load")
 """A run's options (load and ui take the same)."""
 PROMPT_OPTIONS = options_for("prompts")
 SWEEP_OPTIONS = options_for("sweep")
+CAPACITY_OPTIONS = options_for("capacity")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
 

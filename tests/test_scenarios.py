@@ -167,7 +167,7 @@ def test_name_defaults_to_the_file_stem(tmp_path):
 
 BAD = [  # (file text, what the one line must say after "<file>: ")
     ("GRID: {USERS: [1]}\n", "unknown key 'GRID' at top level; allowed: name, description, server, defaults, grid, cells"),
-    ("grid:\n  EFFORT: [low, medium, ultra]\n", "grid.EFFORT[2]: 'ultra' is not one of low, medium, high, none"),
+    ("grid:\n  EFFORT: [low, medium, ultra]\n", "grid.EFFORT[2]: EFFORT='ultra' is not one of low, medium, high, none, nor a mix"),
     ("defaults: {USERS: many}\ngrid: {EFFORT: [low]}\n", "defaults.USERS: 'many' is not a whole number"),
     ("grid:\n  EFFORT: [low, high\n  USERS: [1]\n", "line 3: not valid YAML"),
     ("grid: {}\n", "grid: is empty"),

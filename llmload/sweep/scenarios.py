@@ -33,7 +33,7 @@ import yaml
 from llmload.errors import ConfigError, ScenarioError
 from llmload.options import OPTIONS, RUNNER_KEYS, parse_duration_s, parse_run_args
 
-__all__ = ["Cell", "Scenario", "load_scenario"]
+__all__ = ["Cell", "Scenario", "cell_key", "load_scenario"]
 
 TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
 _BY_KEY = {o.key: o for o in OPTIONS}
@@ -92,6 +92,11 @@ class _Loader(yaml.SafeLoader):
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def cell_key(settings: dict[str, str]) -> str:
+    """A cell's key: the sha256 of its sorted settings as JSON, 12 hex digits (same settings, same key)."""
+    return hashlib.sha256(_json(settings).encode()).hexdigest()[:12]
 
 
 def _parse(settings: dict[str, str]) -> argparse.Namespace:
@@ -226,7 +231,7 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
             raise _Bad(f"{where}: DURATION does not apply with REQUESTS (the cell ends with its last request); leave one out")
         if ns.requests and ns.num_users > ns.requests:
             raise _Bad(f"{where}: USERS={ns.num_users} is more than REQUESTS={ns.requests}; at most REQUESTS are ever in flight")
-        key = hashlib.sha256(_json(settings).encode()).hexdigest()[:12]
+        key = cell_key(settings)
         if key in checked:
             raise _Bad(f"{where}: the same settings as {checked[key][0]} (cell key {key}); each cell must differ")
         checked[key] = (where, settings, ns)

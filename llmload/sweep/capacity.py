@@ -1,0 +1,188 @@
+"""`make capacity`: the largest USERS (or RATE) whose run meets SLO, by an adaptive search over sweep cells.
+
+From CAPACITY_START the load doubles until a step fails, then the search bisects between the largest
+passing and the smallest failing step, until they are within CAPACITY_PRECISION of the answer (or
+one user apart) or CAPACITY_STEPS are spent. Every step is a sweep cell run with EARLY_STOP=on, kept
+in OUT/cells/<key>/ like any other: rerunning the same command reuses finished steps.
+
+    OUT/capacity.json   max_users (or max_rate), its interval, why the search stopped, every step
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from llmload import options as opts
+from llmload.errors import ConfigError, Interrupted
+from llmload.loadtest.preflight import probe_server
+from llmload.loadtest.target import target
+from llmload.processes import SignalForwarder
+from llmload.results.storage import CELL_FILE, read_summary
+from llmload.sweep.runner import _run_cell, _set_aside, write_cells_csv
+from llmload.sweep.scenarios import Cell, cell_key
+
+__all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
+
+CAPACITY_FILE = "capacity.json"
+CAPACITY_SCHEMA_VERSION = 1
+_SEARCHED = {"users": "USERS", "rate": "RATE"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the search: a load and whether its run met every SLO."""
+
+    load: float
+    """USERS or RATE (requests/s)."""
+    passed: bool
+    certain: bool
+    """Every SLO's 95% interval lies on its verdict's side of the limit."""
+    key: str = ""
+    stopped_early: str | None = None
+    requests_ok: int = 0
+    slo: tuple[dict[str, Any], ...] = ()
+
+
+def _bracket(steps: list[Step]) -> tuple[float | None, float | None]:
+    """(largest passing load below the smallest failing one, smallest failing load); None where there is none."""
+    fails = [s.load for s in steps if not s.passed]
+    high = min(fails) if fails else None
+    low = max((s.load for s in steps if s.passed and (high is None or s.load < high)), default=None)
+    return low, high
+
+
+def next_load(steps: list[Step], start: float, maximum: float, precision: float, whole: bool) -> float | None:
+    """The next load to try, or None when the search is done (``whole``: loads are whole users)."""
+    if not steps:
+        return start
+    low, high = _bracket(steps)
+    if high is None:  # everything passed: grow
+        return None if low >= maximum else min(maximum, low * 2)
+    if low is None:  # everything failed: shrink
+        smaller = high // 2 if whole else high / 2
+        return None if smaller < (1 if whole else start / 1024) else smaller
+    if high - low <= max(precision * low, 1 if whole else 0):
+        return None
+    middle = (low + high) // 2 if whole else (low + high) / 2
+    return None if middle in (low, high) else middle
+
+
+def answer(steps: list[Step], whole: bool) -> tuple[float | None, list[float | None]]:
+    """The capacity and its interval [lo, hi]: lo the largest surely passing load, hi under the smallest surely failing one.
+
+    lo is 0 when no step passed for certain; hi is None when no step failed for certain.
+    """
+    low, high = _bracket(steps)
+    sure_fails = [s.load for s in steps if not s.passed and s.certain]
+    upper = min(sure_fails) if sure_fails else None
+    sure_passes = [s.load for s in steps if s.passed and s.certain and (upper is None or s.load < upper)]
+    if upper is not None and whole:
+        upper -= 1
+    return low, [max(sure_passes, default=0.0), upper]
+
+
+def _step(load: float, key: str, summary: dict[str, Any]) -> Step:
+    results = tuple(summary.get("slo", ()))
+    parts = [summary, *summary.get("by_effort", {}).values()]
+    certain = all(r["certain"] for part in parts for r in part.get("slo", ()))
+    return Step(load, summary.get("slo_met") is True and summary["requests_ok"] > 0, certain, key,
+                summary.get("stopped_early"), summary["requests_ok"], results)
+
+
+def _format_load(load: float, whole: bool) -> str:
+    return str(int(load)) if whole else f"{load:g}"
+
+
+def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, speedup: float, api_key: str = "",
+                 progress: Callable[[str], None] = print) -> int:
+    """Search, print each step and the answer, write OUT/capacity.json; 0 when the search ended, 1 when a step crashed."""
+    by, whole = capacity.capacity_by, capacity.capacity_by == "users"
+    searched = _SEARCHED[by]
+    base = {**words, "EARLY_STOP": "on"}
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    steps: list[Step] = []
+    step_options = opts.parse_run_args([f"{k}={v}" for k, v in base.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
+    with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
+            target(step_options) as url:
+        server = {"version": probe_server(url, api_key).version or ""}
+        while True:
+            load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
+            if load is None:
+                stopped_because = _why_done(steps, capacity.capacity_max, whole)
+                break
+            if len(steps) == capacity.capacity_steps:
+                stopped_because = f"CAPACITY_STEPS={capacity.capacity_steps} steps are spent"
+                break
+            settings = {**base, searched: _format_load(load, whole)}
+            key = cell_key(settings)
+            cell_dir = out / "cells" / key
+            if not (cell_dir / CELL_FILE).exists():
+                _set_aside(cell_dir)
+                cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", server, opts.parse_duration_s(settings.get("DURATION", "120s")))
+                started_s = time.monotonic()
+                ran = _run_cell(cell, cell_dir, url, speedup, 1.0, api_key, server, lambda elapsed_s: None, signals)
+                if signals.first:
+                    raise Interrupted(signals.first, f"step {searched}={settings[searched]} stopped early and is kept "
+                                                     f"unfinished in {cell_dir}; rerun the same command to resume")
+                if not ran:
+                    progress(f"step {searched}={settings[searched]} FAILED to run (see {cell_dir / 'load.log'}); rerun to resume")
+                    return 1
+                write_cells_csv(out)
+                took = f" in {time.monotonic() - started_s:.0f} s"
+            else:
+                took = " (finished before, reused)"
+            steps.append(_step(load, key, read_summary(cell_dir)))
+            progress(_describe(steps[-1], searched, whole) + took)
+    best, interval = answer(steps, whole)
+    name = "max_users" if whole else "max_rate"
+    number = int if whole else float  # whole users read as 13, not 13.0
+    document = {
+        "schema_version": CAPACITY_SCHEMA_VERSION, "by": by, name: None if best is None else number(best),
+        f"{name}_ci95": [None if b is None else number(b) for b in interval],
+        "stopped_because": stopped_because, "slo": base.get("SLO", ""), "settings": base,
+        "steps": [{**asdict(s), "load": number(s.load)} for s in steps],
+    }
+    (out / CAPACITY_FILE).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    shown = "none" if best is None else _format_load(best, whole)
+    bounds = ", ".join("n/a" if b is None else _format_load(b, whole) for b in interval)
+    progress(f"Capacity: {searched}={shown} meets SLO {base.get('SLO')} (95% interval [{bounds}]); "
+             f"stopped because {stopped_because}; {out / CAPACITY_FILE}")
+    return 0
+
+
+def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:
+    low, high = _bracket(steps)
+    if high is None:
+        return f"CAPACITY_MAX={_format_load(maximum, whole)} passed"
+    if low is None:
+        return "even the smallest load failed"
+    return "the largest passing and the smallest failing load are within CAPACITY_PRECISION"
+
+
+def _describe(step: Step, searched: str, whole: bool) -> str:
+    verdict = ("PASS" if step.passed else "FAIL") + ("" if step.certain else "?")
+    values = "; ".join(f"{r['slo']} {r['value_ms'] if r['value_ms'] is None else round(r['value_ms'], 1)} ms" for r in step.slo)
+    early = f", stopped early: {step.stopped_early}" if step.stopped_early else ""
+    return f"  {searched}={_format_load(step.load, whole)}: {verdict} ({step.requests_ok} ok; {values}){early}"
+
+
+def check_capacity_settings(words: dict[str, str], capacity: Any) -> None:
+    """ConfigError for settings the search cannot use (before any load is sent)."""
+    if not words.get("SLO"):
+        raise ConfigError("SLO is missing: capacity is the largest load meeting it, e.g. SLO='ttft_p90<=2s,tpot_p90<=50ms'")
+    searched = _SEARCHED[capacity.capacity_by]
+    if searched in words or (searched == "RATE" and "USERS" in words):
+        raise ConfigError(f"{searched} is what CAPACITY_BY={capacity.capacity_by} searches; leave it out")
+    if capacity.capacity_start > capacity.capacity_max:
+        raise ConfigError(f"CAPACITY_START={capacity.capacity_start:g} is above CAPACITY_MAX={capacity.capacity_max:g}; "
+                          "lower CAPACITY_START or raise CAPACITY_MAX")
+    if capacity.capacity_by == "users" and capacity.capacity_start != int(capacity.capacity_start):
+        raise ConfigError(f"CAPACITY_START={capacity.capacity_start:g} must be a whole number of users")
+    if "REQUESTS" in words:
+        raise ConfigError("REQUESTS does not apply to capacity steps: each runs DURATION, or less when it surely fails")
+    opts.parse_run_args([f"{k}={v}" for k, v in words.items()] + [f"{searched}={capacity.capacity_start:g}", "EARLY_STOP=on"])

@@ -1,0 +1,108 @@
+"""The capacity search: its steps (pure), its answer's interval, bad input, and a search with a known answer."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from llmload.results.records import RequestRecord
+from llmload.results.slo import certain_failure
+from llmload.options import parse_slos
+from llmload.sim import start_sim, stop_sim
+from llmload.sweep.capacity import Step, answer, next_load
+
+
+def search(capacity: float, start: float = 1.0, maximum: float = 1024.0, precision: float = 0.1, whole: bool = True):
+    """The loads tried against a system that passes up to ``capacity``."""
+    steps: list[Step] = []
+    while (load := next_load(steps, start, maximum, precision, whole)) is not None:
+        assert len(steps) < 40
+        steps.append(Step(load, load <= capacity, True))
+    return [s.load for s in steps], answer(steps, whole)
+
+
+def test_grows_geometrically_then_bisects_to_one_user():
+    loads, (best, interval) = search(13, start=4)
+    assert loads == [4, 8, 16, 12, 14, 13]
+    assert best == 13 and interval == [13, 13]
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 3, 7, 50, 100, 511, 1000])
+def test_every_capacity_is_found_within_precision(capacity):
+    loads, (best, _) = search(capacity)
+    assert best <= capacity and capacity - best <= max(1, 0.1 * best)
+    assert len(loads) <= 2 * 11
+
+
+def test_a_max_that_passes_and_a_start_that_fails():
+    loads, (best, interval) = search(5000, maximum=100)
+    assert loads[-1] == 100 and best == 100 and interval == [100, None]  # no certain failure bounds it
+    loads, (best, interval) = search(3, start=16)
+    assert loads == [16, 8, 4, 2, 3] and best == 3
+    assert search(0)[1][0] is None  # even one user fails
+
+
+def test_rates_bisect_to_the_precision_asked():
+    loads, (best, _) = search(7.3, start=1.0, precision=0.05, whole=False)
+    assert best <= 7.3 and (7.3 - best) / best <= 0.05
+
+
+def test_the_interval_comes_from_certain_verdicts_only():
+    steps = [Step(4, True, True), Step(8, True, False), Step(16, False, True), Step(12, False, False)]
+    assert answer(steps, whole=True) == (8, [4, 15])
+    assert answer([Step(4, True, True), Step(8, True, False), Step(16, False, True)], whole=False) == (8, [4, 16])
+
+
+def test_certain_failure_needs_the_whole_interval_over_the_limit():
+    def rec(tpot_s, effort=None):
+        return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,
+                             ttft_s=0.1, ttfvt_s=None, tpot_s=tpot_s, effort=effort)
+    slos = parse_slos("tpot_median<=30ms")
+    assert certain_failure(slos, [rec(0.031)] * 5) is None  # too few samples for a 99.5% interval
+    reason = certain_failure(slos, [rec(0.031)] * 20)
+    assert reason.startswith("tpot_median<=30ms fails: its median is at least 31.0 ms (99.5% confidence) after 20")
+    assert certain_failure(slos, [rec(0.029 if i % 2 else 0.031) for i in range(40)]) is None  # straddles: unsure
+    mixed = [rec(0.01, "low")] * 20 + [rec(0.05, "high")] * 20
+    assert "(effort high)" in certain_failure(slos, mixed)
+    assert certain_failure(parse_slos("tpot_mean<=1ms"), [rec(0.05)] * 50) is None  # a mean has no interval
+
+
+@pytest.mark.parametrize("settings, message", [
+    ([], "SLO is missing"),
+    (["SLO=tpot_p50<=30ms", "USERS=4"], "USERS is what CAPACITY_BY=users searches"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_BY=rate", "RATE=4"], "RATE is what CAPACITY_BY=rate searches"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_START=0"], "CAPACITY_START=0 is out of range: it must be a finite number more than 0"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_START=8", "CAPACITY_MAX=4"], "CAPACITY_START=8 is above CAPACITY_MAX=4"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_STEPS=0"], "CAPACITY_STEPS=0 is out of range"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_START=2.5"], "must be a whole number of users"),
+    (["SLO=tpot_p50<=30ms", "REQUESTS=100"], "REQUESTS does not apply"),
+    (["SLO=tpot_p50<=30"], "needs a unit"),
+    (["SLO=tpot_p50<=30ms", "CAPACITY_BY=speed"], "CAPACITY_BY (--capacity-by): invalid choice"),
+])
+def test_bad_capacity_settings_give_one_line_and_exit_2(settings, message):
+    done = run_cli("capacity", *settings)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_sequence(tmp_path):
+    # TPOT = 1 ms + 3 ms per running sequence: 40 ms at 13 users, 43 ms at 14, so 41.5 ms allows 13 users
+    process, url = start_sim(["--fixed-ttft-ms", "10", "--fixed-itl-ms", "1", "--itl-per-seq-ms", "3"])
+    try:
+        out = tmp_path / "capacity"
+        settings = [f"HOST={url}", "SLO=tpot_median<=41.5ms", "CAPACITY_START=4", "DURATION=6s", "MAX_TOKENS=40",
+                    "EFFORT=low", f"OUT={out}"]
+        done = run_cli("capacity", *settings, timeout_s=600)
+        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+        result = json.loads((out / "capacity.json").read_text())
+        assert abs(result["max_users"] - 13) <= 1  # within one step of the crossing
+        assert result["max_users_ci95"][0] <= result["max_users"] <= (result["max_users_ci95"][1] or 10**9)
+        steps = result["steps"]
+        assert [s["load"] for s in steps[:3]] == [4, 8, 16] and not steps[2]["passed"]
+        assert any(s["stopped_early"] for s in steps if not s["passed"])  # failures end before DURATION
+        assert all((out / "cells" / s["key"] / "cell.json").exists() for s in steps)
+        assert "Capacity: USERS=" in done.stdout
+        again = run_cli("capacity", *settings, timeout_s=120)  # every step is a finished cell: reused
+        assert again.returncode == 0 and again.stdout.count("(finished before, reused)") == len(steps)
+        assert json.loads((out / "capacity.json").read_text())["max_users"] == result["max_users"]
+    finally:
+        stop_sim(process)

@@ -20,6 +20,7 @@ def gaps(arrivals: Arrivals, n: int, seed: int = 1) -> np.ndarray:
     return np.diff(list(itertools.islice(arrivals.offsets_s(seed), n + 1)))
 
 
+@pytest.mark.pure
 def test_constant_arrivals_are_exact_and_do_not_drift():
     offsets = list(itertools.islice(Arrivals(3.0, "constant").offsets_s(0), 30_001))
     assert offsets[:4] == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
@@ -28,12 +29,14 @@ def test_constant_arrivals_are_exact_and_do_not_drift():
 
 @pytest.mark.parametrize("kind, burstiness, cv", [("poisson", 1.0, 1.0), ("gamma", 0.25, 2.0), ("gamma", 1.0, 1.0),
                                                   ("gamma", 4.0, 0.5)])
+@pytest.mark.pure
 def test_random_arrivals_have_the_rate_and_spread_asked(kind, burstiness, cv):
     g = gaps(Arrivals(20.0, kind, burstiness), 50_000)
     assert g.mean() == pytest.approx(1 / 20.0, rel=0.03)
     assert g.std() / g.mean() == pytest.approx(cv, rel=0.05)
 
 
+@pytest.mark.pure
 def test_a_schedule_depends_only_on_its_seed():
     a = Arrivals(5.0, "poisson")
     assert list(itertools.islice(a.offsets_s(7), 50)) == list(itertools.islice(a.offsets_s(7), 50))
@@ -50,6 +53,7 @@ def test_a_schedule_depends_only_on_its_seed():
     (["RATE=5", "MAX_CONCURRENCY=-1"], "MAX_CONCURRENCY=-1 is out of range: it must be a finite number at least 0"),
     (["RATE=5", "ARRIVALS=uniform"], "ARRIVALS (--arrivals): invalid choice"),
 ])
+@pytest.mark.pure
 def test_bad_open_loop_settings(settings, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_run_args(settings)
@@ -62,6 +66,7 @@ def _sent(scheduled_s: float, lag_s: float, wait_s: float = 0.0) -> RequestRecor
                          scheduled_monotonic_s=scheduled_s, slot_wait_s=wait_s)
 
 
+@pytest.mark.pure
 def test_arrival_stats_from_scheduled_and_actual_send_times():
     records = [_sent(0.0, 0.001), _sent(1.0, 0.002), _sent(2.0, 0.5, wait_s=0.49), _sent(3.0, 0.001), _sent(4.0, 0.001)]
     a = arrival_stats(records)

@@ -21,6 +21,7 @@ def search(capacity: float, start: float = 1.0, maximum: float = 1024.0, precisi
     return [s.load for s in steps], answer(steps, whole)
 
 
+@pytest.mark.pure
 def test_grows_geometrically_then_bisects_to_one_user():
     loads, (best, interval) = search(13, start=4)
     assert loads == [4, 8, 16, 12, 14, 13]
@@ -28,12 +29,14 @@ def test_grows_geometrically_then_bisects_to_one_user():
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 3, 7, 50, 100, 511, 1000])
+@pytest.mark.pure
 def test_every_capacity_is_found_within_precision(capacity):
     loads, (best, _) = search(capacity)
     assert best <= capacity and capacity - best <= max(1, 0.1 * best)
     assert len(loads) <= 2 * 11
 
 
+@pytest.mark.pure
 def test_a_max_that_passes_and_a_start_that_fails():
     loads, (best, interval) = search(5000, maximum=100)
     assert loads[-1] == 100 and best == 100 and interval == [100, None]  # no certain failure bounds it
@@ -42,17 +45,20 @@ def test_a_max_that_passes_and_a_start_that_fails():
     assert search(0)[1][0] is None  # even one user fails
 
 
+@pytest.mark.pure
 def test_rates_bisect_to_the_precision_asked():
     loads, (best, _) = search(7.3, start=1.0, precision=0.05, whole=False)
     assert best <= 7.3 and (7.3 - best) / best <= 0.05
 
 
+@pytest.mark.pure
 def test_the_interval_comes_from_certain_verdicts_only():
     steps = [Step(4, True, True), Step(8, True, False), Step(16, False, True), Step(12, False, False)]
     assert answer(steps, whole=True) == (8, [4, 15])
     assert answer([Step(4, True, True), Step(8, True, False), Step(16, False, True)], whole=False) == (8, [4, 16])
 
 
+@pytest.mark.pure
 def test_certain_failure_needs_the_whole_interval_over_the_limit():
     def rec(tpot_s, effort=None):
         return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,

@@ -15,6 +15,7 @@ from llmload.results.summary import summarize
 from llmload.sim import start_sim, stop_sim
 
 
+@pytest.mark.pure
 def test_plain_efforts_and_mixes():
     assert effort_shares("high") == {"high": 1.0}
     assert effort_shares("mix:low=70,medium=25,high=5") == pytest.approx({"low": 0.7, "medium": 0.25, "high": 0.05})
@@ -31,6 +32,7 @@ def test_plain_efforts_and_mixes():
     ("mix:low", "'low' is not effort=weight"),
     ("mix:low=0,high=0", "the weights add up to 0"),
 ])
+@pytest.mark.pure
 def test_bad_efforts_are_refused_in_one_line(text, message):
     with pytest.raises(ConfigError) as caught:
         parse_run_args([f"EFFORT={text}"])
@@ -42,6 +44,7 @@ def test_the_cli_refuses_a_bad_mix_with_exit_2_and_one_line():
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'ultra=30' is not effort=weight" in done.stderr
 
 
+@pytest.mark.pure
 def test_drawn_shares_are_within_sampling_error_and_seeded():
     shares = effort_shares("mix:low=70,medium=25,high=5")
     draw = EffortDraw(shares, seed=3)
@@ -59,6 +62,7 @@ def _record(start_s: float, e2e_s: float, effort: str | None) -> RequestRecord:
                          ttft_s=e2e_s / 2, ttfvt_s=None, tpot_s=None, completion_tokens=10, effort=effort)
 
 
+@pytest.mark.pure
 def test_summary_breaks_a_mix_down_per_effort():
     records = [_record(float(i), 1.0, "low") for i in range(6)] + [_record(float(i), 3.0, "high") for i in range(3)]
     s = summarize(records, {"effort": "mix:low=2,medium=1,high=1"})
@@ -72,6 +76,7 @@ def test_summary_breaks_a_mix_down_per_effort():
     assert "Effort low (66.7%)" in block and "Effort high (33.3%)" in block and "Effort medium (0.0%)" in block
 
 
+@pytest.mark.pure
 def test_one_effort_or_old_records_have_no_breakdown():
     assert summarize([_record(0.0, 1.0, "low")], {"effort": "low"}).by_effort == {}
     assert summarize([_record(0.0, 1.0, None)]).by_effort == {}

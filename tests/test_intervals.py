@@ -10,6 +10,8 @@ from llmload.results.report import format_result
 from llmload.results.records import RequestRecord
 from llmload.results.summary import distribution, summarize, tpot_s
 
+pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
+
 
 def rec(start_s: float, e2e_s: float, ttft_s: float, itl_s: list[float], out: int) -> RequestRecord:
     return RequestRecord(request_id="x", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start_s, e2e_s=e2e_s,

@@ -11,6 +11,7 @@ from llmload.results.slo import check_slo, is_good
 from llmload.results.summary import summarize, tpot_s
 
 
+@pytest.mark.pure
 def test_slos_parse_with_units():
     assert parse_slos("ttft_p90<=2s, tpot_p90<=50ms,ttfvt_p50<=10s,itl_mean<=.5s") == (
         Slo("ttft_p90<=2s", "ttft", "p90", 2.0), Slo("tpot_p90<=50ms", "tpot", "p90", 0.05),
@@ -27,6 +28,7 @@ def test_slos_parse_with_units():
     ("ttft_p90<=2s,", "'' is not <metric>_<stat><=<number><unit>"),
     ("ttft_p50<=1s,ttft_median<=2s", "ttft_median is given twice"),
 ])
+@pytest.mark.pure
 def test_bad_slos_are_refused(text, message):
     with pytest.raises(ConfigError) as caught:
         parse_run_args([f"SLO={text}"])
@@ -38,6 +40,7 @@ def test_the_cli_refuses_a_bad_slo_with_exit_2_and_one_line():
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs a unit" in done.stderr
 
 
+@pytest.mark.pure
 def test_verdicts_and_their_certainty():
     slo = Slo("ttft_p90<=2s", "ttft", "p90", 2.0)
     assert check_slo(slo, 1500.0, [1400.0, 1900.0]).passed and check_slo(slo, 1500.0, [1400.0, 1900.0]).certain
@@ -56,6 +59,7 @@ def rec(ttft_s=0.5, e2e_s=2.0, out=20, answered=True, error=None, itl_s=(), effo
                          itl_s=list(itl_s), completion_tokens=out, answered=answered, error=error, effort=effort)
 
 
+@pytest.mark.pure
 def test_a_good_request_meets_every_limit_and_has_an_answer():
     slos = parse_slos("ttft_p90<=1s,tpot_p90<=100ms")
     assert is_good(rec(), slos)  # TTFT 0.5 s, TPOT 1.5 / 19 = 79 ms
@@ -68,6 +72,7 @@ def test_a_good_request_meets_every_limit_and_has_an_answer():
     assert is_good(rec(itl_s=[0.01] * 9 + [0.2]), itl) and not is_good(rec(itl_s=[0.01] * 8 + [0.2] * 2), itl)
 
 
+@pytest.mark.pure
 def test_summary_reports_goodput_and_each_slo():
     records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]  # TTFT 0.1 .. 1.0 s
     s = summarize(records, {"slo": "ttft_p90<=0.95s,e2e_median<=3s"})
@@ -83,6 +88,7 @@ def test_summary_reports_goodput_and_each_slo():
     assert (none.goodput_rps, none.slo, none.slo_met) == (None, [], None)
 
 
+@pytest.mark.pure
 def test_with_a_mix_every_effort_that_ran_must_meet_the_slo():
     records = [rec(ttft_s=0.2, effort="low", start_s=float(i)) for i in range(40)]
     records += [rec(ttft_s=3.0, e2e_s=6.0, effort="high", start_s=float(i)) for i in range(40)]

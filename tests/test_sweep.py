@@ -86,7 +86,7 @@ def test_a_bad_scenario_is_one_line(tmp_path):
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(TINY.replace("EFFORT: [low, high]", "EFFORT: [low, ultra]"))
     done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={tmp_path / 'out'}")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "grid.EFFORT[1]: 'ultra'" in done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "grid.EFFORT[1]: EFFORT='ultra' is not one of low, medium, high, none" in done.stderr
     assert not (tmp_path / "out").exists()
     missing = run_cli("sweep", f"OUT={tmp_path / 'out'}")
     assert missing.returncode == 2 and "SCENARIO is missing" in missing.stderr

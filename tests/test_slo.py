@@ -104,3 +104,15 @@ def test_with_a_mix_every_effort_that_ran_must_meet_the_slo():
     assert block.count("SLO ttft_p90<=1s:") == 4  # the whole run and each of three efforts
     high_rows = block.split("Effort high")[1]
     assert "FAIL  3000.00 ms" in high_rows and "Goodput (req/s):" in high_rows
+
+
+@pytest.mark.pure
+def test_cells_csv_gets_a_column_per_slo_figure_and_two_per_interval():
+    from llmload.sweep.runner import _flatten
+
+    records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]
+    row: dict = {}
+    _flatten("", summarize(records, {"slo": "ttft_p90<=0.95s"}).to_dict(), row)
+    assert row["slo_ttft_p90<=0.95s_passed"] is True and row["slo_ttft_p90<=0.95s_limit_ms"] == 950.0
+    assert row["slo_ttft_p90<=0.95s_value_ms_ci95_lo"] <= row["ttft_ms_p90"] <= row["slo_ttft_p90<=0.95s_value_ms_ci95_hi"]
+    assert row["ttft_ms_p99_ci95_lo"] is None and row["ttft_ms_p99_ci95_hi"] is None  # 100 samples: no p99 interval

@@ -49,6 +49,9 @@ def _flatten(prefix: str, value: Any, row: dict[str, Any]) -> None:
             _flatten(f"{prefix}_{key}" if prefix else key, inner, row)
     elif prefix.endswith("_ci95"):  # [lo, hi] or None: two columns in every row either way
         row[f"{prefix}_lo"], row[f"{prefix}_hi"] = value or (None, None)
+    elif isinstance(value, list) and value and all(isinstance(item, dict) and "slo" in item for item in value):
+        for item in value:  # SLO verdicts: columns named by the SLO, e.g. slo_ttft_p90<=2s_passed
+            _flatten(f"{prefix}_{item['slo']}", {k: v for k, v in item.items() if k != "slo"}, row)
     else:
         row[prefix] = value
 

@@ -19,6 +19,7 @@ import orjson
 
 from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
+from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
@@ -147,7 +148,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
         "stopped_because": stopped_because, "slo": base.get("SLO", ""), "settings": base,
         "steps": [{**asdict(s), "load": number(s.load)} for s in steps],
     }
-    (out / CAPACITY_FILE).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    write_atomic(out / CAPACITY_FILE, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     shown = "none" if best is None else _format_load(best, whole)
     bounds = ", ".join("n/a" if b is None else _format_load(b, whole) for b in interval)
     progress(f"Capacity: {searched}={shown} meets SLO {base.get('SLO')} (95% interval [{bounds}]); "

@@ -58,6 +58,15 @@ def _status(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _load(config: dict[str, Any]) -> str:
+    """users=N (closed loop), or with RATE the arrival process and any MAX_CONCURRENCY cap."""
+    if not config.get("rate"):
+        return f"users={config.get('users')}"
+    shape = f" burstiness={config.get('burstiness'):g}" if config.get("arrivals") == "gamma" else ""
+    cap = f" max_concurrency={config['max_concurrency']}" if config.get("max_concurrency") else ""
+    return f"rate={config['rate']:g}/s {config.get('arrivals')}{shape}{cap}"
+
+
 def _arrival_rows(arrivals: dict[str, Any]) -> list[str]:
     """RATE runs: the schedule kept, the dispatch lag, late requests and slot waits."""
     lag, wait = arrivals["dispatch_lag_ms"], arrivals["slot_wait_ms"]
@@ -106,7 +115,7 @@ def format_result(summary: dict[str, Any]) -> str:
         *_status(summary),
         *([f"{'':<50}[95% interval]"] if "rps_ci95" in summary else []),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
-        _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
+        _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} {_load(config)} "
              f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
         _row("Successful requests:", summary["requests_ok"]),
         _row("Failed requests:", summary["requests_failed"]),

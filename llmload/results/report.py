@@ -144,7 +144,7 @@ def format_result(summary: dict[str, Any]) -> str:
         lines += [_rule("Service-level objectives"), *_slo_rows(summary),
                   _row("SLOs met" + (" by every effort:" if summary.get("by_effort") else ":"), "yes" if met else "no")]
         if summary.get("stopped_early"):
-            lines.append(f"Stopped early: {summary['stopped_early']}")
+            lines.append(f"Ended before DURATION: {summary['stopped_early']}")
     for effort, part in summary.get("by_effort", {}).items():
         lines += _effort_part(effort, part, summary["requests_ok"])
     if summary["errors"]:

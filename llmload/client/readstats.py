@@ -17,6 +17,10 @@ class ReadStats:
     __slots__ = ("wakeups", "events", "max_events_per_wakeup", "lag", "shared_stamps")
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything counted so far."""
         self.wakeups = 0  # reads that found data waiting; a peek and the reads after it count once
         self.events = 0
         self.max_events_per_wakeup = 0

@@ -20,9 +20,11 @@ from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
+from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
@@ -76,6 +78,7 @@ class RunSession:
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         self.users_started = 0
         self.finished = False
+        self.monitor = GeneratorMonitor("load process")
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -101,7 +104,8 @@ class RunSession:
             return
         self.finished = True
         self.writer.close()
-        summary = summarize(read_records(self.writer.path), self.config)
+        generator = check([self.monitor.stop()])
+        summary = summarize(read_records(self.writer.path), self.config, generator)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
         _write_locust_csv(environment, self.run_dir)
 

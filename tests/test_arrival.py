@@ -95,6 +95,7 @@ def test_events_waiting_in_one_read_each_keep_their_own_kernel_stamp():
     client, conn = _late_pair(0.04, 3)
     reader = arrival_reader(client, stats, RealtimeToMonotonic())
     assert isinstance(reader, KernelArrivalReader)
+    time.sleep(0.05)  # Linux turns stamping on a moment after the first socket asks
     sent_s: list[float] = []
     _send_spaced(conn, 0.04, 3, sent_s)
     time.sleep(0.05)  # the client reads late: all three events wait in the socket
@@ -177,8 +178,10 @@ def test_each_record_says_which_stamps_it_used(sim_fixed):
     stamps = {}
     for kernel in (True, False):
         client = RawChatClient(sim_fixed, kernel_stamps=kernel, read_stats=ReadStats())
-        record = measure_request(client, body, "p", lambda r: None)
+        # The second: Linux starts stamping a moment after the first socket asks (see _keep_kernel_stamping).
+        records = [measure_request(client, body, "p", lambda r: None) for _ in range(2)]
         client.close()
-        assert record.ok and 0.09 < record.ttft_s < 1.0
-        stamps[kernel] = record.arrival_stamps
+        assert all(r.ok and 0.09 < r.ttft_s < 1.0 for r in records)
+        assert records[0].arrival_stamps in (("kernel", "mixed") if kernel else ("user",))
+        stamps[kernel] = records[1].arrival_stamps
     assert stamps == {True: "kernel", False: "user"}

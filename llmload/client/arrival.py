@@ -3,10 +3,11 @@
 On Linux a plain TCP socket with ``SO_TIMESTAMPNS`` set returns, with every ``recvmsg``, the kernel's
 arrival time (CLOCK_REALTIME) of the last segment the read consumed; the process may read it much
 later. ``KernelArrivalReader`` maps that stamp onto ``time.monotonic`` (the clock of request starts).
-It peeks at what is queued, then reads up to each SSE event's end, so each event keeps the stamp
-of the segment that completed it. Limit: Linux merges a segment into the unread one before it
+When several SSE events wait it peeks, then reads up to each event's end, so each event keeps the
+stamp of the segment that completed it. Limit: Linux merges a segment into the unread one before it
 (tcp_try_coalesce) and keeps the newer stamp, so events that waited together may share the stamp
-of the last; ``ReadStats.shared_stamps`` counts them. TLS and other systems use ``ReadArrivalReader``.
+of the last; ``ReadStats.shared_stamps`` counts events whose stamp a later event repeats (an upper
+bound: events the server wrote together share a segment, and rightly its stamp). TLS and other systems use ``ReadArrivalReader``.
 """
 
 from __future__ import annotations
@@ -97,26 +98,25 @@ class ReadArrivalReader:
 
 
 class KernelArrivalReader:
-    """Kernel stamps (``SO_TIMESTAMPNS``), one per SSE event even when the client reads late.
+    """Kernel stamps (``SO_TIMESTAMPNS``), one per SSE event where the kernel kept one.
 
-    Each wake-up peeks at what is queued, then reads up to each event's end: a read returns the stamp
-    of the last segment it consumed, so one read per event keeps each event's own arrival unless the
-    kernel merged its segment with a later one. ``stamps`` turns "mixed" if a read came without one.
+    A read returns the stamp of the last segment it consumed. While the client keeps up, one read
+    takes what is queued (one event). Once a read found several events waiting, the next ones peek
+    first and read up to each event's end, so each keeps its own segment's stamp; they go back to one
+    read when at most one event waits, or when the kernel had merged most of the waiting segments
+    (then splitting buys nothing). ``stamps`` turns "mixed" if a read came without a stamp.
     """
 
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: RealtimeToMonotonic) -> None:
         self._recvmsg = sock.recvmsg
         self._stats = stats
         self._clock = clock
-        self._last_stamp = b""
+        self._split = True  # until a read shows the client keeping up
         self.stamps = "kernel"
 
     def _arrival_s(self, ancillary: list[tuple[int, int, bytes]], read_s: float) -> float:
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) == _TIMESPEC.size:
-                if payload == self._last_stamp:
-                    self._stats.shared_stamps += 1
-                self._last_stamp = payload
                 seconds, nanoseconds = _TIMESPEC.unpack(payload)
                 arrived_s = self._clock.to_monotonic(seconds + nanoseconds * 1e-9, read_s)
                 self._stats.on_lag(read_s - arrived_s)
@@ -126,28 +126,65 @@ class KernelArrivalReader:
 
     def read(self) -> list[tuple[bytes, float]]:
         """The next pieces of the stream (one empty piece at its end), each with its arrival time."""
+        if self._split:
+            return self._read_split()
+        data, ancillary, _, _ = self._recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+        read_s = time.monotonic()
+        if not data:
+            return [(data, read_s)]
+        events = data.count(b"\n\n")
+        self._stats.on_wakeup(events)
+        if events > 1:
+            self._stats.shared_stamps += events - 1
+            self._split = True
+        return [(data, self._arrival_s(ancillary, read_s))]
+
+    def _read_split(self) -> list[tuple[bytes, float]]:
         recvmsg = self._recvmsg
         queued = recvmsg(READ_SIZE, 0, socket.MSG_PEEK)[0]
         if not queued:
             return [(b"", time.monotonic())]
         ends = event_ends(queued)
-        self._stats.on_wakeup(len(ends))
+        events = len(ends)
+        self._stats.on_wakeup(events)
         if not ends or ends[-1] < len(queued):
             ends.append(len(queued))  # the start of an event still arriving: read it, or the socket stays readable
         pieces = []
+        stamps = []
         start = 0
-        for end in ends:
+        for i, end in enumerate(ends):
             data, ancillary, _, _ = recvmsg(end - start, _ANCILLARY_SIZE)
             read_s = time.monotonic()
             if not data:
                 pieces.append((data, read_s))
                 break
             pieces.append((data, self._arrival_s(ancillary, read_s)))
+            if i < events:
+                stamps.append(ancillary)
             start += len(data)
+        distinct = len({bytes(a[0][2]) if a else b"" for a in stamps})
+        self._stats.shared_stamps += len(stamps) - distinct
+        self._split = events > 1 and distinct * 2 > events
         return pieces
 
 
 ArrivalReader = KernelArrivalReader | ReadArrivalReader
+
+
+_stamps_kept_on: list[socket.socket] = []
+
+
+def _keep_kernel_stamping() -> None:
+    """Hold one idle stamping socket for the process's life.
+
+    Linux stamps received packets only while some socket asks for it, and turns that on and off a
+    moment late (a deferred static key): without a socket that stays, a run's first reads, and those
+    after every moment with no connection open, would come without stamps.
+    """
+    if not _stamps_kept_on:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        _stamps_kept_on.append(keeper)
 
 
 def arrival_reader(sock: socket.socket, stats: ReadStats, clock: RealtimeToMonotonic) -> ArrivalReader:
@@ -156,6 +193,7 @@ def arrival_reader(sock: socket.socket, stats: ReadStats, clock: RealtimeToMonot
         return ReadArrivalReader(sock, stats)
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        _keep_kernel_stamping()
     except OSError:
         return ReadArrivalReader(sock, stats)
     return KernelArrivalReader(sock, stats, clock)

@@ -97,15 +97,15 @@ def _lag(lag: dict[str, Any]) -> str:
 
 def _generator(generator: dict[str, Any]) -> list[str]:
     """The generator's own figures, one group per process."""
-    lines = [_rule("Load generator")]
+    lines = []
+    several = len(generator["processes"]) > 1
     for p in generator["processes"]:
-        prefix = f"{p['name']}: " if len(generator["processes"]) > 1 else ""
         lines += [
-            _row(f"{prefix}CPU (cores):", p["cpu_cores"]),
-            _row(f"{prefix}Events per read (mean/max):",
-                 f"{p['events_per_read'] or 0:.2f} / {p['max_events_per_read']}"),
-            _row(f"{prefix}Arrival-to-read lag p50/p99/max (ms):", _lag(p["arrival_to_read_lag_ms"])),
-            _row(f"{prefix}Event-loop lag p50/p99/max (ms):", _lag(p["event_loop_lag_ms"])),
+            _rule(f"Load generator: {p['name']}" if several else "Load generator"),
+            _row("CPU (cores):", p["cpu_cores"]),
+            _row("Events per read (mean/max):", f"{p['events_per_read'] or 0:.2f} / {p['max_events_per_read']}"),
+            _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p["arrival_to_read_lag_ms"])),
+            _row("Event-loop lag p50/p99/max (ms):", _lag(p["event_loop_lag_ms"])),
         ]
     lines.append(_row("Generator limited the run:", "yes" if generator["generator_limited"] else "no"))
     return lines

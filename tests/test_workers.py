@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from collections import Counter
@@ -161,3 +162,30 @@ def test_a_master_and_a_worker_on_their_own_addresses(two_hosts, tmp_path):
     records = _check_merged_run(out, 9, 2, 1, _served(metrics))
     # Stamped by the kernel as they came off the veth into B (a first read may precede stamping: "mixed").
     assert {r.arrival_stamps for r in records} <= {"kernel", "mixed"} and any(r.arrival_stamps == "kernel" for r in records)
+
+
+def test_the_web_uis_streaming_table_holds_every_workers_records(tmp_path):
+    from test_webui_guard import WebUI, wait_until
+
+    process, url = start_sim(["--fixed-ttft-ms", "20", "--fixed-itl-ms", "5"])
+    ui = WebUI(tmp_path, [f"HOST={url}", "WORKERS=2", "MAX_TOKENS=8", "EFFORT=low"], {})
+    try:
+        wait_until(lambda: len(ui.http.get(ui.origin + "/stats/requests", timeout=10).json()["workers"]) == 2,
+                   "both workers to connect")
+        assert ui.swarm(url, user_count="4", spawn_rate="4").json()["success"] is True
+
+        def streaming():
+            stats = ui.http.get(ui.origin + "/stats/requests", timeout=10).json()
+            return {row["metric"]: row for row in stats["extended_stats"][0]["data"]}
+
+        wait_until(lambda: streaming()["TTFT (ms)"]["count"] >= 8, "records in the streaming table")
+        ui.stop_test()
+        summary_path = tmp_path / "run" / "summary.json"
+        wait_until(summary_path.exists, "the summary")
+        time.sleep(2.5)  # outlive Locust's 2 s cache of /stats/requests
+        summary = json.loads(summary_path.read_text())
+        assert streaming()["TTFT (ms)"]["count"] == summary["requests_ok"] == _locust_count(tmp_path / "run")
+        assert [p["name"] for p in summary["generator"]["processes"]] == ["master", "worker 1", "worker 2"]
+    finally:
+        ui.close()
+        stop_sim(process)

@@ -101,10 +101,11 @@ class KernelArrivalReader:
     """Kernel stamps (``SO_TIMESTAMPNS``), one per SSE event where the kernel kept one.
 
     A read returns the stamp of the last segment it consumed. While the client keeps up, one read
-    takes what is queued (one event). Once a read found several events waiting, the next ones peek
-    first and read up to each event's end, so each keeps its own segment's stamp; they go back to one
-    read when at most one event waits, or when the kernel had merged most of the waiting segments
-    (then splitting buys nothing). ``stamps`` turns "mixed" if a read came without a stamp.
+    takes what is queued (one event). Once a read found several events waiting, the next one peeks
+    first and reads up to each event's end, so each keeps its own segment's stamp. Splitting costs a
+    syscall per event just when the client is behind, and buys nothing when the kernel had merged
+    the waiting segments: then it is tried again only after 2, 4, ... 64 multi-event reads.
+    ``stamps`` turns "mixed" if a read came without a stamp.
     """
 
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: RealtimeToMonotonic) -> None:
@@ -112,6 +113,8 @@ class KernelArrivalReader:
         self._stats = stats
         self._clock = clock
         self._split = True  # until a read shows the client keeping up
+        self._skip_splits = 0  # multi-event reads left before splitting is tried again
+        self._backoff = 1
         self.stamps = "kernel"
 
     def _arrival_s(self, ancillary: list[tuple[int, int, bytes]], read_s: float) -> float:
@@ -136,7 +139,8 @@ class KernelArrivalReader:
         self._stats.on_wakeup(events)
         if events > 1:
             self._stats.shared_stamps += events - 1
-            self._split = True
+            self._split = not self._skip_splits
+            self._skip_splits = max(0, self._skip_splits - 1)
         return [(data, self._arrival_s(ancillary, read_s))]
 
     def _read_split(self) -> list[tuple[bytes, float]]:
@@ -164,7 +168,11 @@ class KernelArrivalReader:
             start += len(data)
         distinct = len({bytes(a[0][2]) if a else b"" for a in stamps})
         self._stats.shared_stamps += len(stamps) - distinct
-        self._split = events > 1 and distinct * 2 > events
+        useful = distinct * 2 > events
+        self._split = events > 1 and useful
+        if events > 1:
+            self._backoff = 1 if useful else min(64, self._backoff * 2)
+            self._skip_splits = 0 if useful else self._backoff
         return pieces
 
 

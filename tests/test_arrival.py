@@ -2,6 +2,7 @@
 
 import json
 import socket
+import struct
 import sys
 import threading
 import time
@@ -185,3 +186,34 @@ def test_each_record_says_which_stamps_it_used(sim_fixed):
         assert records[0].arrival_stamps in (("kernel", "mixed") if kernel else ("user",))
         stamps[kernel] = records[1].arrival_stamps
     assert stamps == {True: "kernel", False: "user"}
+
+
+class MergedStampSocket:
+    """A socket whose queued bytes all carry one kernel stamp, as when Linux merged the waiting segments."""
+
+    def __init__(self):
+        self.queue = b""
+        self.peeks = 0
+        self.stamp = [(socket.SOL_SOCKET, 35, struct.pack("qq", int(time.time()), 0))]
+
+    def recvmsg(self, size, ancillary_size, flags=0):
+        data = self.queue[:size]
+        if flags & socket.MSG_PEEK:
+            self.peeks += 1
+            return data, [], 0, None
+        self.queue = self.queue[len(data):]
+        return data, self.stamp, 0, None
+
+
+def test_splitting_backs_off_while_the_kernel_keeps_merging_the_waiting_segments():
+    sock, stats = MergedStampSocket(), ReadStats()
+    reader = KernelArrivalReader(sock, stats, RealtimeToMonotonic())
+    peeks = []
+    for _ in range(8):  # every wake-up finds two events waiting, merged into one segment
+        sock.queue = _event(1) + _event(2)
+        before = sock.peeks
+        assert [n for n, _ in _decode(reader.read())] == [1, 2]
+        peeks.append(sock.peeks - before)
+    # A futile split, whole reads while backing off (2) and one that finds several waiting again, a split...
+    assert peeks == [1, 0, 0, 0, 1, 0, 0, 0]
+    assert stats.shared_stamps == 8 and stats.events == 16 and stats.wakeups == 8

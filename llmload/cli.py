@@ -75,10 +75,10 @@ def _worker(settings: Sequence[str]) -> int:
             f"--master-port={port}"]
     if options.workers:
         argv.append(f"--processes={options.workers}")
-    try:
-        return subprocess.call(argv, preexec_fn=die_with_parent)
-    except KeyboardInterrupt:
-        return 130
+    with SignalForwarder("stopped before the worker started") as signals:
+        locust = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
+        code = signals.wait(locust)
+    return 128 + signals.first if signals.first else code
 
 
 

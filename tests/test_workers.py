@@ -189,3 +189,17 @@ def test_the_web_uis_streaming_table_holds_every_workers_records(tmp_path):
     finally:
         ui.close()
         stop_sim(process)
+
+
+def test_max_fail_ratio_passed_on_a_worker_ends_the_whole_run(tmp_path):
+    process, url = start_sim(["--fail-rate", "1"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "USERS=4", "REQUESTS=200", "MAX_TOKENS=8", "EFFORT=low", "WORKERS=2",
+                       "FAILURE_BACKOFF=0", f"OUT={out}", timeout_s=180)
+    finally:
+        stop_sim(process)
+    assert done.returncode == 3, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["stopped_by"] == "MAX_FAIL_RATIO"
+    assert 10 <= summary["requests_failed"] < 200 and summary["requests_failed"] == _locust_count(out)

@@ -13,7 +13,7 @@ SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(fil
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
+.PHONY: load ui worker prompts sweep figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ load: $(VENV)/.installed $(GENERATED_SET)  ## a headless run; without HOST again
 
 ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same settings
 	$(PY) -m llmload ui $(SETTINGS)
+
+worker: $(VENV)/.installed  ## Locust worker(s) here for a master elsewhere: MASTER=host:port [WORKERS=N]
+	$(PY) -m llmload worker $(SETTINGS)
 
 prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)
 	$(PY) -m llmload prompts $(SETTINGS)

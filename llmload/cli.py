@@ -5,6 +5,7 @@
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
+    worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
 
 Without HOST, load and ui start the built-in target for GPU and MODEL and stop it afterwards.
@@ -55,7 +56,29 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
             continue  # secrets go in the environment, not on a command line that ps can read;
             # with REQUESTS the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
+    if options.workers:
+        argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
+    if options.expect_remote_workers:
+        bind_host, bind_port = opts.host_port(options.master_bind, "MASTER_BIND")
+        argv += ["--master", f"--expect-workers={options.expect_remote_workers}",
+                 f"--master-bind-host={bind_host}", f"--master-bind-port={bind_port}"]
     return argv
+
+
+def _worker(settings: Sequence[str]) -> int:
+    """Locust worker process(es) on this machine for a master elsewhere; the master sends every option."""
+    options = opts.parse_settings(settings, opts.WORKER_OPTIONS)
+    if not options.master:
+        raise ConfigError("MASTER is missing: give the master's address:port, e.g. MASTER=10.0.0.5:5557")
+    host, port = opts.host_port(options.master, "MASTER")
+    argv = [sys.executable, "-m", "locust", "-f", str(_locustfile()), "--worker", f"--master-host={host}",
+            f"--master-port={port}"]
+    if options.workers:
+        argv.append(f"--processes={options.workers}")
+    with SignalForwarder("stopped before the worker started") as signals:
+        locust = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
+        code = signals.wait(locust)
+    return 128 + signals.first if signals.first else code
 
 
 
@@ -247,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(rest)
         if command == "report" and rest:
             return _report(rest)
+        if command == "worker":
+            return _worker(rest)
         if command == "serve-sim":
             from llmload.sim.__main__ import main as sim_main
 
@@ -260,5 +285,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,report,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,report,worker,serve-sim} ...", file=sys.stderr)
     return 2

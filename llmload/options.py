@@ -24,7 +24,7 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
-    "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "WORKER_OPTIONS", "EFFORTS", "RUNNER_KEYS", "options_for", "host_port", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
 ]
@@ -35,7 +35,7 @@ EFFORTS = (*REASONING_EFFORTS, "none")
 """EFFORT's values: none leaves reasoning_effort out of the request."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``)."""
 _RUN = ("load", "ui")
 _RUN_AND_SWEEP = ("load", "ui", "sweep")
@@ -150,6 +150,17 @@ TABLE: tuple[Option, ...] = (
            "or http-<code> (that status, with a request id in its message)", commands=("serve-sim",), value_type=str),
     Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of chat requests FAULT hits", commands=("serve-sim",),
            minimum=0, maximum=1),
+    # more than one Locust process (issue 14)
+    Option("WORKERS", "--workers", "workers", 0, "Locust worker processes on this machine running the users (0: the "
+           "one process runs them); one samples.jsonl either way", to_locust=False, commands=("load", "ui", "worker"),
+           minimum=0),
+    Option("EXPECT_WORKERS", "--expect-remote-workers", "expect_remote_workers", 0, "be the master of this many workers "
+           "started elsewhere (make worker MASTER=address:port); the run starts when all have connected", to_locust=False,
+           minimum=0),
+    Option("MASTER_BIND", "--master-bind", "master_bind", "127.0.0.1:5557", "address:port the master listens on for "
+           "EXPECT_WORKERS (0.0.0.0:5557: every interface)", to_locust=False),
+    Option("MASTER", "--master", "master", "", "the master's address:port (its MASTER_BIND), e.g. 10.0.0.5:5557",
+           to_locust=False, commands=("worker",)),
 )
 
 
@@ -166,6 +177,7 @@ PROMPT_OPTIONS = options_for("prompts")
 SWEEP_OPTIONS = options_for("sweep")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
+WORKER_OPTIONS = options_for("worker")
 
 
 def bare_model_name(model: str) -> str:
@@ -346,7 +358,18 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
     if not 0 < options.flush_interval <= 60:
         raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+    if options.workers and options.expect_remote_workers:
+        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
+    host_port(options.master_bind, "MASTER_BIND")
     _extra_body(options.extra_body)
+
+
+def host_port(text: str, key: str) -> tuple[str, int]:
+    """``address:port`` split, or ConfigError naming the setting."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key}={text!r} is not address:port; use e.g. 10.0.0.5:5557")
+    return host.strip("[]"), int(port)
 
 
 def api_key(options: Any) -> str:

@@ -22,11 +22,13 @@ class StreamAccumulator:
         "request_id", "prompt_id", "start_unix_s", "start_monotonic_s", "_token_times_s",
         "_first_content_s", "_reasoning_events", "_content_events", "_reasoning_usage_tokens",
         "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "warmup",
+        "arrival_stamps",
     )
 
     def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
                  warmup: bool = False) -> None:
         self.warmup = warmup
+        self.arrival_stamps = "user"  # the client says "kernel" or "mixed" when it used kernel receive stamps
         self.request_id = request_id
         self.prompt_id = prompt_id
         self.start_unix_s = start_unix_s
@@ -128,4 +130,5 @@ class StreamAccumulator:
             error=error,
             error_detail=detail,
             warmup=self.warmup,
+            arrival_stamps=self.arrival_stamps,
         )

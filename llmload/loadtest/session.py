@@ -11,6 +11,7 @@ from typing import Any
 
 import gevent
 import orjson
+from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
@@ -18,11 +19,14 @@ from llmload.client.body import ChatOptions
 from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
+from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, WorkerForwarder, plan_of, share
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
+from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
@@ -54,19 +58,33 @@ class RunSession:
                                 continuous_usage=continuous, extra_body=opts.extra_body(o))
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
-        runner = environment.runner
-        end_test = runner.quit if o.headless else runner.stop
-        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.failure_backoff_s = o.failure_backoff
         self.failure_backoff_max_s = o.failure_backoff_max
-        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.nonce = o.nonce == "on"
         self._next_prompt = 0
         self.client_name = o.client
         self.timeout_s = o.request_timeout
         self.seed = o.seed
+        self.users_started = 0
+        self.finished = False
+        self.stop_timeout_s = float(o.stop_timeout)
+        self.plan = plan_of(environment)
+        runner = environment.runner
+        end_test = runner.quit if o.headless else runner.stop
+        self.forwarder: WorkerForwarder | None = None
+        self.collector: MasterCollector | None = None
+        if isinstance(runner, WorkerRunner):  # the master writes the run's files and ends the test
+            self.budget = RequestBudget(
+                share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
+                (lambda: runner.send_message(WARMED)) if o.warmup_requests else None)
+            self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
+            self.forwarder = WorkerForwarder(runner)
+            self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
+            return
+        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
+        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "server_version": info.version, "users": environment.runner.target_user_count or o.num_users}
+                       "server_version": info.version, "users": runner.target_user_count or o.num_users}
         base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
         self.run_dir = fresh_run_dir(base)
         self.config["out"] = str(self.run_dir)
@@ -74,8 +92,10 @@ class RunSession:
         self.writer.start()
         (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
-        self.users_started = 0
-        self.finished = False
+        if isinstance(runner, MasterRunner):
+            self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
+                                             lambda line: self._stop_for_failures(line, end_test))
+        self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -86,22 +106,41 @@ class RunSession:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
         if not self.in_sequence:
             return rng.choice(self.prompts)
-        prompt = self.prompts[self._next_prompt % len(self.prompts)]
+        # With workers, worker p of n takes the set's prompts p, p + n, p + 2n, ...
+        index = self._next_prompt * self.plan.workers + self.plan.position
         self._next_prompt += 1
-        return prompt
+        return self.prompts[index % len(self.prompts)]
 
     def add(self, record: RequestRecord) -> None:
+        if self.forwarder is not None:
+            self.forwarder.add(record)
+            return
         self.writer.add(record)
         if self.live is not None:
             self.live.add(record)
 
+    def flush(self) -> None:
+        """Write the records held in memory (a worker's go to the master with its next batch)."""
+        if self.forwarder is None:
+            self.writer.flush()
+
     def finish(self, environment: Any) -> None:
-        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops."""
+        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops.
+
+        A worker sends its last records to the master instead; the master waits for every worker's.
+        """
         if self.finished:
             return
         self.finished = True
+        if self.forwarder is not None:
+            self.forwarder.close(self.monitor.stop())
+            return
+        loads = [self.monitor.stop()]
+        if self.collector is not None:
+            self.collector.collect(timeout_s=self.stop_timeout_s + 60)
+            loads += sorted(self.collector.loads, key=lambda load: load.name)
         self.writer.close()
-        summary = summarize(read_records(self.writer.path), self.config)
+        summary = summarize(read_records(self.writer.path), self.config, check(loads))
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
         _write_locust_csv(environment, self.run_dir)
 

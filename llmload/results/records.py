@@ -60,6 +60,9 @@ class RequestRecord:
     error_detail: str | None = None
     warmup: bool = False
     """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
+    arrival_stamps: str = "user"
+    """Where event arrival times came from: "kernel" (the kernel's receive stamp of the segment that
+    completed each event), "user" (the moment the client's read returned), or "mixed"."""
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property

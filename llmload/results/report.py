@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmload.results.generator import limit_warning
+
 __all__ = ["format_result"]
 
 _WIDTH = 50
@@ -77,5 +79,33 @@ def format_result(summary: dict[str, Any]) -> str:
     ]
     if summary["errors"]:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
+    generator = summary.get("generator")
+    if generator:
+        lines += _generator(generator)
     lines.append(_rule(fill="="))
+    warning = limit_warning(generator) if generator else None
+    if warning:
+        lines.append(warning)
     return "\n".join(lines)
+
+
+def _lag(lag: dict[str, Any]) -> str:
+    if lag["count"] == 0:
+        return "n/a"
+    return f"{lag['p50']:.2f} / {lag['p99']:.2f} / {lag['max']:.2f}"
+
+
+def _generator(generator: dict[str, Any]) -> list[str]:
+    """The generator's own figures, one group per process."""
+    lines = []
+    several = len(generator["processes"]) > 1
+    for p in generator["processes"]:
+        lines += [
+            _rule(f"Load generator: {p['name']}" if several else "Load generator"),
+            _row("CPU (cores):", p["cpu_cores"]),
+            _row("Events per read (mean/max):", f"{p['events_per_read'] or 0:.2f} / {p['max_events_per_read']}"),
+            _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p["arrival_to_read_lag_ms"])),
+            _row("Event-loop lag p50/p99/max (ms):", _lag(p["event_loop_lag_ms"])),
+        ]
+    lines.append(_row("Generator limited the run:", "yes" if generator["generator_limited"] else "no"))
+    return lines

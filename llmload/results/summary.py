@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
+from llmload.results.generator import GeneratorCheck
 from llmload.results.records import RequestRecord
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize", "check_metric_path"]
@@ -117,6 +118,8 @@ class Summary:
     missing: list[str] = field(default_factory=list)
     """With ``partial``: what the run did not leave behind."""
     config: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorCheck | None = None
+    """The load generator's own state (CPU, read and event-loop lag); None when not observed."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,8 +141,9 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
-    """The Summary of a run's records; ``config`` is copied in as the run's options."""
+def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
+              generator: GeneratorCheck | None = None) -> Summary:
+    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are."""
     records = [r for r in records if not r.warmup]
     ok = [r for r in records if r.ok]
     interrupted = sum(1 for r in records if r.error == "interrupted")
@@ -176,4 +180,5 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
         finish_reasons=dict(Counter(r.finish_reason or "none" for r in ok)),
         token_sources=dict(Counter(r.token_source for r in ok)),
         config=dict(config or {}),
+        generator=generator,
     )

@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
 from plots.results import Cell  # noqa: E402
 
 __all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
@@ -54,6 +55,8 @@ class FigureData:
     extra: dict[str, Any] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     note: str = ""
+    stamp: str = ""
+    """Drawn under the title: says REHEARSAL (with the factor) when built-in target results are plotted."""
 
     @property
     def skipped(self) -> bool:
@@ -129,9 +132,15 @@ def _grid(n: int, width: float = 3.6, height: float = 2.8, max_cols: int = 3):
     return fig, flat[:n]
 
 
-def _save(fig, out: Path, name: str, title: str) -> list[Path]:
+def _stamp(cells: Sequence[Cell]) -> str:
+    """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
+    labels = sorted({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
+    return "; ".join(labels) + ": simulated timings, not a measurement" if labels else ""
+
+
+def _save(fig, out: Path, name: str, title: str, stamp: str = "") -> list[Path]:
     out = Path(out)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title + (f"\n{stamp}" if stamp else ""), fontsize=10, color="#b00000" if stamp else "black")
     out.mkdir(parents=True, exist_ok=True)
     files = [out / f"{name}.png", out / f"{name}.svg"]
     if fig.get_layout_engine() is not None:
@@ -167,7 +176,7 @@ def _line_figure(data: FigureData, out: Path, logx: bool = False, dash_by: Seque
                 ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.set_ylim(bottom=0)
         _figure_legend(fig, axes)
-        data.files = _save(fig, out, data.name, data.title)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
@@ -186,7 +195,7 @@ def _figure_legend(fig, axes) -> None:
 def _vs_users(name: str, title: str, ylabel: str, y: Callable[[Cell], float | None]):
     def figure(cells: Sequence[Cell], out: Path) -> FigureData:
         data = FigureData(name, title, "concurrent users", ylabel,
-                          _grouped(cells, ("gpu", "model", "prompts"), ("effort",), "users", y))
+                          _grouped(cells, ("gpu", "model", "prompts"), ("effort",), "users", y), stamp=_stamp(cells))
         return _line_figure(data, out, logx=True)
     figure.__name__ = name
     figure.__doc__ = title
@@ -218,7 +227,8 @@ answered_share = _vs_users("answered_share", "Requests with a visible answer", "
 def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     """Per model (and prompt set): per effort, min/max/mean/median of output tokens, with the
     distribution of every request's count (pooled over the cells of that model and effort)."""
-    data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request")
+    data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request",
+                      stamp=_stamp(cells))
     pooled: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for c in cells:
         panel = " ".join([c.model] + [_fmt(a, getattr(c, a)) for a in _varying(cells, ("gpu", "prompts", "max_tokens"))])
@@ -270,7 +280,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
             ax.set_ylabel(data.ylabel)
             ax.set_ylim(bottom=0)
             ax.legend(loc="upper left")
-        data.files = _save(fig, out, data.name, data.title + " (bars: min-max; shape: every request)")
+        data.files = _save(fig, out, data.name, data.title + " (bars: min-max; shape: every request)", data.stamp)
     return data
 
 
@@ -278,7 +288,8 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
 
 def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     capped = [c for c in cells if c.max_tokens > 0]
-    data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)")
+    data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)",
+                      stamp=_stamp(cells))
     panels = _grouped(capped, ("gpu", "model", "prompts"), ("effort", "users"), "max_tokens", lambda c: c.metric("response_time_ms.median"))
     data.panels = {p: {s: v for s, v in series.items() if len(v.x) > 1} for p, series in panels.items()}
     data.panels = {p: s for p, s in data.panels.items() if s}
@@ -296,7 +307,7 @@ def _vs_gpu(name: str, title: str, ylabel: str, y: Callable[[Cell], float | None
         for c in cells:
             by[(c.model, c.prompts)].add(c.gpu)
         shared = [c for c in cells if len(by[(c.model, c.prompts)]) > 1]
-        data = FigureData(name, title, "concurrent users", ylabel)
+        data = FigureData(name, title, "concurrent users", ylabel, stamp=_stamp(cells))
         if shared:
             data.panels = _grouped(shared, ("model", "prompts"), ("effort", "gpu"), "users", y)
         else:
@@ -324,7 +335,7 @@ fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: outp
 def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
     """One curve per configuration (GPU, model, prompts, effort): users grow along it."""
     data = FigureData("throughput_vs_latency", "Output throughput vs median latency (users grow along each curve)",
-                      "median response time (ms)", "output throughput (tok/s)")
+                      "median response time (ms)", "output throughput (tok/s)", stamp=_stamp(cells))
     groups: dict[str, list[Cell]] = defaultdict(list)
     attrs = ["gpu", "model", "prompts", "effort", "max_tokens"]
     shown = [a for a in attrs if a in _varying(cells, attrs)] or ["effort"]
@@ -351,14 +362,14 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), ncols=1 + len(series) // 24)
-        data.files = _save(fig, out, data.name, data.title)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
 def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
     """Small multiples, one per cell: requests running and waiting (KV-cache usage: kv_cache_timeline)."""
     data = FigureData("server_timeline", "Server: requests running and waiting over each cell",
-                      "time in cell (s)", "requests")
+                      "time in cell (s)", "requests", stamp=_stamp(cells))
     for c in cells:
         samples = c.server_samples
         if not samples:
@@ -379,7 +390,8 @@ def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
 
 def kv_cache_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
     """Small multiples, one per cell: the server's KV-cache usage (%) over the cell."""
-    data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)")
+    data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)",
+                      stamp=_stamp(cells))
     for c in cells:
         kv = [(s.t_s, 100.0 * s.kv_cache_usage) for s in c.server_samples if s.kv_cache_usage is not None]
         if kv:
@@ -426,7 +438,7 @@ def _small_multiples(data: FigureData, out: Path, names: Sequence[str]) -> Figur
         fig.subplots_adjust(left=0.06, right=0.99, bottom=0.9 / (1.25 * rows + 0.9) * 0.7, top=top, hspace=0.45, wspace=0.12)
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper right", ncols=len(labels), frameon=False)
-        data.files = _save(fig, out, data.name, data.title)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 

@@ -169,7 +169,7 @@ def test_partial_and_missing_cells(sweeps, tmp_path):
     assert done.returncode == 0, done.stderr
     assert gone["label"] in done.stdout and "not run" in done.stdout
     html = (folder / "report.html").read_text()
-    assert "Missing or partial cells (2)" in html and gone["label"] in html and gone["key"] in html
+    assert "Missing or partial cells (2 of 8)" in html and gone["label"] in html and gone["key"] in html
     series = fig1_response_time(r.cells, tmp_path / "f").panels["gpt-oss-20b builtin"]
     assert series["low"].x == (1,) and series["high"].x == (1, 2)  # low u2 is gone; high u1 (partial) is drawn
 

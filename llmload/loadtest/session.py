@@ -20,12 +20,13 @@ from llmload.errors import LoadTestError
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
+from llmload.results.vllm_bench import write_vllm_bench
 
 __all__ = ["RunSession", "current_session"]
 
@@ -66,7 +67,7 @@ class RunSession:
         self.timeout_s = o.request_timeout
         self.seed = o.seed
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "server_version": info.version, "users": environment.runner.target_user_count or o.num_users}
+                       "served_by": served_by(info, model), "users": environment.runner.target_user_count or o.num_users}
         base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
         self.run_dir = fresh_run_dir(base)
         self.config["out"] = str(self.run_dir)
@@ -101,8 +102,10 @@ class RunSession:
             return
         self.finished = True
         self.writer.close()
-        summary = summarize(read_records(self.writer.path), self.config)
+        records = list(read_records(self.writer.path))
+        summary = summarize(records, self.config)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
+        write_vllm_bench(self.run_dir, records, self.config)
         _write_locust_csv(environment, self.run_dir)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_of, served_by_text
+
 __all__ = ["format_result"]
 
 _WIDTH = 50
@@ -49,10 +51,14 @@ def format_result(summary: dict[str, Any]) -> str:
     config = summary.get("config", {})
     answered = summary["answered_ratio"]
     reasoning_share = summary["reasoning_ratio"]
+    served_by = served_by_of(config)
+    rehearsal = is_rehearsal(served_by)
     lines = [
-        _rule(" Serving Benchmark Result ", "="),
+        _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
         *_status(summary),
+        *([rehearsal_label(served_by) + ": simulated timings, NOT a measurement"] if rehearsal else []),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
+        "Served by: " + served_by_text(served_by),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
              f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
         _row("Successful requests:", summary["requests_ok"]),

@@ -1,6 +1,6 @@
 """`make sweep`: every cell of a scenario, headless, one after another; resumable; one results table.
 
-    OUT/scenario.json          the scenario as run, and what the server said it was
+    OUT/scenario.json          the scenario as run (its server block: what the study declares it ran on)
     OUT/cells.csv              one row per finished cell: its settings, its summary, its server metrics
     OUT/cells/<key>/           a finished cell: what `load` writes, load.log, server_metrics.jsonl, cell.json
     OUT/cells/<key>.partial-N/ a cell cut short (crash, kill, spot stop), kept as it was
@@ -57,7 +57,8 @@ def cell_row(cell_dir: Path) -> dict[str, Any]:
     summary = read_summary(cell_dir)
     row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"]}
     row.update(cell["settings"])
-    row["server_version"] = summary["config"].get("server_version")
+    _flatten("served_by", summary["config"].get("served_by") or {}, row)  # what answered, by its own report
+    _flatten("declared", cell.get("declared_server") or {}, row)  # what the scenario says the study ran on
     _flatten("", {k: v for k, v in summary.items() if k not in _SUMMARY_SKIP}, row)
     _flatten("server", cell["server_metrics"], row)
     return row
@@ -102,7 +103,7 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> fl
 
 
 def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-              server: dict[str, str], tick: Callable[[float], None], signals: SignalForwarder) -> bool:
+              tick: Callable[[float], None], signals: SignalForwarder) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
@@ -121,7 +122,7 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     if code != 0 or signals.first or not (cell_dir / SUMMARY_FILE).exists():
         return False
     marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
-              "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
+              "settings": cell.settings, "declared_server": cell.server, "finished_unix_s": time.time(),
               "server_metrics": asdict(summarize_samples(read_samples(cell_dir / METRICS_FILE))),
               "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
     write_atomic(cell_dir / CELL_FILE, orjson.dumps(marker, option=orjson.OPT_INDENT_2))
@@ -174,11 +175,10 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         started_s = time.monotonic()
         cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
         with target(cell_options) as url:
-            reported = probe_server(url, api_key).version
-            server = {**cell.server, **({"version": reported} if reported else {})}
+            probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
             cell_s = _cell_expected_s(cell, speedup, done_wall_s)
-            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key, server,
+            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
             live("")

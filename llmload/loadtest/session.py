@@ -22,7 +22,7 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
-from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
@@ -67,7 +67,8 @@ class RunSession:
         self.timeout_s = o.request_timeout
         self.seed = o.seed
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "served_by": served_by(info, model), "users": environment.runner.target_user_count or o.num_users}
+                       "served_by": served_by(info, model), "users": environment.runner.target_user_count or o.num_users,
+                       "prompt_overrides": prompt_overrides(self.prompts)}
         base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
         self.run_dir = fresh_run_dir(base)
         self.config["out"] = str(self.run_dir)

@@ -95,11 +95,16 @@ def _format_s(seconds: float) -> str:
     return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s"
 
 
-def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> float:
-    """How long a cell should take: its DURATION, or for a request count the mean of finished cells."""
+CELL_OVERHEAD_S = 5.0
+"""What a cell takes beyond its DURATION (target and Locust start, drain, files) until one has been timed."""
+
+
+def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overhead_s: list[float]) -> float:
+    """How long a cell should take: its DURATION plus the overhead cells took so far, or for a request
+    count the mean of finished cells."""
     if cell.duration_s is None:
         return sum(done_wall_s) / len(done_wall_s) if done_wall_s else 60.0
-    return cell.duration_s / speedup
+    return cell.duration_s / speedup + (sum(overhead_s) / len(overhead_s) if overhead_s else CELL_OVERHEAD_S)
 
 
 def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
@@ -164,12 +169,13 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
     progress(f"{scenario.name}: {len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run -> {out}")
     failed: list[Cell] = []
     done_wall_s: list[float] = []
+    overhead_s: list[float] = []
     for number, cell in enumerate(todo, 1):
         cell_dir = out / "cells" / cell.key
         aside = _set_aside(cell_dir)
         if aside is not None:
             progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
-        left_s = sum(_cell_expected_s(c, speedup, done_wall_s) for c in todo[number - 1:])
+        left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c in todo[number - 1:])
         progress(f"[{number}/{len(todo)}] cell {cell.index} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
@@ -177,7 +183,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         with target(cell_options) as url:
             probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
-            cell_s = _cell_expected_s(cell, speedup, done_wall_s)
+            cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
             ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
@@ -186,6 +192,8 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
             raise Interrupted(signals.first, f"cell {cell.index} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "
                                              f"rerun the same command to resume: it runs that cell again")
         done_wall_s.append(time.monotonic() - started_s)
+        if cell.duration_s is not None:
+            overhead_s.append(max(0.0, done_wall_s[-1] - cell.duration_s / speedup))
         if ok:
             write_cells_csv(out)
             summary = read_summary(cell_dir)

@@ -45,9 +45,12 @@ EXIT_FAIL_RATIO = 3
 """The run stopped (or ended) with more failed requests than MAX_FAIL_RATIO allows."""
 
 
-def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
-    """Locust's command line: its own flags for the options it owns, the suite's for the rest."""
-    values = {**vars(options), "host": host, "model": model, "out": str(out),
+def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path | None) -> list[str]:
+    """Locust's command line: its own flags for the options it owns, the suite's for the rest.
+
+    ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
+    """
+    values = {**vars(options), "host": host, "model": model, "out": str(out or ""),
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(options.num_users),
               "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
@@ -141,19 +144,25 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
         progress = Progress(out / SAMPLES_FILE, None if options.requests else opts.scaled_duration_s(options), options.requests)
         if headless:
+            argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
-            print("\n".join(banner_lines(options, host, model, served_by(info, model), out, overrides)), flush=True)
+            print("\n".join(banner_lines(options, host, model, served_by(info, model), f"{out}/", overrides)), flush=True)
+            made = _made_dirs(out)
+            progress.start()
         else:
+            if not options.host:  # the built-in target plays one GPU at one SPEEDUP: the form does not offer them
+                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP"
+            named = Path(options.out) if options.out else None  # else the test names it from the form's values
+            argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
             if opts.web_login() is not None:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
+            later = f"{named}/" if named else "results/<time>-<gpu>-<model>-<effort>-u<users>/, named when the test starts"
+            print("\n".join(banner_lines(options, host, model, served_by(info, model), later, overrides)), flush=True)
             print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
-        made = _made_dirs(out)
-        if headless:
-            progress.start()
+            made = _made_dirs(named) if named else []
         # Locust's own session: only we signal it, once per Ctrl-C; the built-in target outlives it.
         locust = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
         try:

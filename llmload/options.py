@@ -192,7 +192,7 @@ def config_name(option: Option) -> str:
 def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False,
                       table: Sequence[Option] = OPTIONS) -> None:
     """Add a table's options to an argparse (or Locust's configargparse) parser."""
-    for o in table:
+    for o in sorted(table, key=lambda o: o.secret) if web_ui else table:  # the web UI's form lists secrets last
         if (o.locust_flag and not include_locust) or (web_ui and not o.to_locust):
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]

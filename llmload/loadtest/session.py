@@ -69,13 +69,18 @@ class RunSession:
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
                        "served_by": served_by(info, model), "users": environment.runner.target_user_count or o.num_users,
                        "prompt_overrides": prompt_overrides(self.prompts)}
-        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
+        _check_target_plays(o, self.config["served_by"])
+        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
+        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, self.config["users"])
         self.run_dir = fresh_run_dir(base)
+        logger.info("llmload: results go to %s/", self.run_dir)
         self.config["out"] = str(self.run_dir)
         self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
         self.writer.start()
         (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
+        if self.live is not None:
+            self.live.run_dir = str(self.run_dir)
         self.users_started = 0
         self.finished = False
 
@@ -108,6 +113,21 @@ class RunSession:
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
         write_vllm_bench(self.run_dir, records, self.config)
         _write_locust_csv(environment, self.run_dir)
+        logger.info("llmload: results in %s/ (summary.json, vllm_bench.json, samples.jsonl, locust_*.csv)", self.run_dir)
+
+
+def _check_target_plays(o: Any, served_by: dict[str, Any]) -> None:
+    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
+    if not served_by.get("rehearsal"):
+        return
+    playing = served_by.get("gpu_profile")
+    if playing and o.gpu.strip().lower() != playing:
+        raise LoadTestError(f"GPU={o.gpu}: the built-in target plays {playing} and cannot change while it runs; "
+                            f"set GPU={playing}, or stop and start again with GPU={o.gpu}")
+    speedup = served_by.get("speedup") or 1.0
+    if o.speedup != 1.0 and o.speedup != speedup:
+        raise LoadTestError(f"SPEEDUP={o.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
+                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={o.speedup:g}")
 
 
 def _api_key_for(options: Any, host: str, start_host: str) -> str:

@@ -62,9 +62,10 @@ def test_progress_draws_on_a_terminal_only(tmp_path):
 def test_make_help_lists_every_setting_of_the_table():
     done = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    for table in (opts.OPTIONS, opts.PROMPT_OPTIONS, opts.SWEEP_OPTIONS):
-        for o in table:
-            assert f"  {o.key}=" in done.stdout, o.key
+    for o in opts.TABLE:
+        assert f"  {o.key}=" in done.stdout, o.key
+    for command in opts.COMMANDS:
+        assert f"Settings of make {command if command != 'vllm-cpu' else 'serve-vllm-cpu'}" in done.stdout
     for target in ("load", "ui", "sweep", "figures", "serve-sim"):
         assert f"make {target} " in done.stdout
     default = subprocess.run(["make", "--no-print-directory"], cwd=REPO, capture_output=True, text=True, timeout=60)

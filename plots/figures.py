@@ -274,7 +274,8 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
             ax.set_xlabel(data.xlabel)
             ax.set_ylabel(data.ylabel)
             ax.set_ylim(bottom=0)
-            ax.legend(loc="upper left")
+        handles, labels = axes[0].get_legend_handles_labels()  # below the panels, never over a point
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
         data.files = _save(fig, out, data.name, data.title + " (bars: min-max; shape: every request)", data.stamp)
     return data
 

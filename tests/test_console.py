@@ -95,3 +95,9 @@ def test_a_run_prints_banner_result_once_and_keeps_locust_history(sim_fixed, tmp
 def test_a_missing_results_folder_names_the_make_variable():
     done = subprocess.run([sys.executable, "-m", "plots", "figures"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "RESULTS is missing" in done.stderr
+
+
+def test_locust_table_on_brings_the_periodic_table_back(sim_fixed, tmp_path):
+    done = run_cli("load", f"HOST={sim_fixed}", "USERS=1", "DURATION=5s", "MAX_TOKENS=4", "LOCUST_TABLE=on", f"OUT={tmp_path / 'run'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (done.stdout + done.stderr).count("# reqs      # fails") >= 2  # every 2 s, then once at the end

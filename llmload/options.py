@@ -24,7 +24,7 @@ __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
     "EFFORTS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "validate", "api_key", "web_login", "extra_body", "run_config",
-    "check_range", "check_ranges", "SUITE_OWNED_FIELDS", "help_lines",
+    "check_range", "check_ranges", "SUITE_OWNED_FIELDS", "help_lines", "FIXED_IN_WEB_UI_ENV",
 ]
 
 REASONING_EFFORTS = ("low", "medium", "high")
@@ -189,9 +189,14 @@ def config_name(option: Option) -> str:
     return "users" if option.dest == "num_users" else option.dest
 
 
+FIXED_IN_WEB_UI_ENV = "LLMLOAD_FIXED_IN_WEB_UI"
+"""Comma-separated keys the web UI's form must not offer: the built-in target `make ui` started cannot change them."""
+
+
 def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False,
                       table: Sequence[Option] = OPTIONS) -> None:
     """Add a table's options to an argparse (or Locust's configargparse) parser."""
+    fixed = set(os.environ.get(FIXED_IN_WEB_UI_ENV, "").split(","))
     for o in sorted(table, key=lambda o: o.secret) if web_ui else table:  # the web UI's form lists secrets last
         if (o.locust_flag and not include_locust) or (web_ui and not o.to_locust):
             continue
@@ -200,7 +205,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         if o.choices:
             kwargs["choices"] = o.choices
         if web_ui:
-            kwargs["include_in_web_ui"] = True
+            kwargs["include_in_web_ui"] = o.key not in fixed
             if o.secret:
                 kwargs["is_secret"] = True
         parser.add_argument(*flags, **kwargs)

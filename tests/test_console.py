@@ -19,14 +19,14 @@ def options(**given):
 
 def test_banner_says_target_load_duration_and_where_results_go():
     lines = banner_lines(options(DURATION="2m", SPEEDUP=20, USERS=8, PROMPTS="random:512:128", MAX_TOKENS=800),
-                         "http://127.0.0.1:9", "openai/gpt-oss-20b", SIM, Path("results/x"), {"max_tokens": "128"})
+                         "http://127.0.0.1:9", "openai/gpt-oss-20b", SIM, "results/x/", {"max_tokens": "128"})
     text = "\n".join(lines)
     assert lines[0].startswith("llmload: 6s of load (DURATION 2m / SPEEDUP 20), 8 users")
     assert "REHEARSAL (built-in target playing a100, SPEEDUP 20x)" in text and "openai/gpt-oss-20b" in text
     assert "results  results/x/" in text and "max_tokens 128" in text
     assert "MAX_TOKENS=800 is not sent" in text  # the setting the prompt set overrides, said so
     real = banner_lines(options(REQUESTS=100, USERS=4), "http://gpu:8000", "m", {"rehearsal": False, "version": "0.10.1"},
-                        Path("out"), {})
+                        "out/", {})
     assert real[0].startswith("llmload: 100 requests, at most 4 users at once") and "reports version 0.10.1" in real[1]
 
 

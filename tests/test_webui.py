@@ -104,3 +104,25 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
     finally:
         ui.terminate()
         ui.wait(30)
+
+
+def test_make_ui_against_the_built_in_target_does_not_offer_what_it_cannot_change(tmp_path):
+    port = _free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "llmload", "ui", f"WEB_PORT={port}", "USERS=2"], cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = _get(f"http://127.0.0.1:{port}/").decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and ui.poll() is None, "the web UI did not start"
+                time.sleep(0.3)
+        form = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip().rstrip(";"))
+        assert "gpu" not in form["extra_options"] and "speedup" not in form["extra_options"]
+        assert "effort" in form["extra_options"] and "max_tokens" in form["extra_options"]
+    finally:
+        ui.terminate()
+        banner, _ = ui.communicate(timeout=30)
+    assert "REHEARSAL (built-in target playing h100, SPEEDUP 1x)" in banner and "named when the test starts" in banner

@@ -44,7 +44,7 @@ def _load_text(options: Any) -> str:
     return f"{format_s(seconds)} of load{scaled}, {users} (closed loop)"
 
 
-def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any], out: Path,
+def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any], results: str,
                  overrides: dict[str, str]) -> list[str]:
     """The lines printed before any load: what is loaded, how, for how long, and where results go."""
     max_tokens = overrides.get("max_tokens") or (options.max_tokens or "server default")
@@ -58,7 +58,7 @@ def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any],
         f"client {options.client}",
         f"  target   {target}",
         f"  model    {model}",
-        f"  results  {out}/",
+        f"  results  {results}",
     ]
     lines += [f"  note     {n}" for n in override_notes(options, overrides)]
     return lines

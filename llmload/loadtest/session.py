@@ -23,13 +23,14 @@ from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, 
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
-from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
+from llmload.results.vllm_bench import write_vllm_bench
 
 __all__ = ["RunSession", "current_session"]
 
@@ -84,14 +85,20 @@ class RunSession:
         self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "server_version": info.version, "users": runner.target_user_count or o.num_users}
-        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
+                       "served_by": served_by(info, model), "users": runner.target_user_count or o.num_users,
+                       "prompt_overrides": prompt_overrides(self.prompts)}
+        _check_target_plays(o, self.config["served_by"])
+        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
+        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, self.config["users"])
         self.run_dir = fresh_run_dir(base)
+        logger.info("llmload: results go to %s/", self.run_dir)
         self.config["out"] = str(self.run_dir)
         self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
         self.writer.start()
         (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
+        if self.live is not None:
+            self.live.run_dir = str(self.run_dir)
         if isinstance(runner, MasterRunner):
             self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
                                              lambda line: self._stop_for_failures(line, end_test))
@@ -140,9 +147,26 @@ class RunSession:
             self.collector.collect(timeout_s=self.stop_timeout_s + 60)
             loads += sorted(self.collector.loads, key=lambda load: load.name)
         self.writer.close()
-        summary = summarize(read_records(self.writer.path), self.config, check(loads))
+        records = list(read_records(self.writer.path))
+        summary = summarize(records, self.config, check(loads))
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
+        write_vllm_bench(self.run_dir, records, self.config)
         _write_locust_csv(environment, self.run_dir)
+        logger.info("llmload: results in %s/ (summary.json, vllm_bench.json, samples.jsonl, locust_*.csv)", self.run_dir)
+
+
+def _check_target_plays(o: Any, served_by: dict[str, Any]) -> None:
+    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
+    if not served_by.get("rehearsal"):
+        return
+    playing = served_by.get("gpu_profile")
+    if playing and o.gpu.strip().lower() != playing:
+        raise LoadTestError(f"GPU={o.gpu}: the built-in target plays {playing} and cannot change while it runs; "
+                            f"set GPU={playing}, or stop and start again with GPU={o.gpu}")
+    speedup = served_by.get("speedup") or 1.0
+    if o.speedup != 1.0 and o.speedup != speedup:
+        raise LoadTestError(f"SPEEDUP={o.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
+                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={o.speedup:g}")
 
 
 def _api_key_for(options: Any, host: str, start_host: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmload.results.generator import limit_warning
+from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
 
 __all__ = ["format_result"]
 
@@ -46,17 +47,28 @@ def _status(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _max_tokens(config: dict[str, Any]) -> str:
+    """What was sent: a prompt set such as random:IN:OUT sets max_tokens per prompt, over MAX_TOKENS."""
+    by_prompt = (config.get("prompt_overrides") or {}).get("max_tokens")
+    if by_prompt:
+        return f"{by_prompt} (set by each prompt" + (f"; MAX_TOKENS={config['max_tokens']} not sent)" if config.get("max_tokens") else ")")
+    return str(config.get("max_tokens") or "server default")
+
+
 def format_result(summary: dict[str, Any]) -> str:
     """The block for a summary.json's contents."""
     config = summary.get("config", {})
     answered = summary["answered_ratio"]
     reasoning_share = summary["reasoning_ratio"]
+    served_by = served_by_of(config)
+    rehearsal = is_rehearsal(served_by)
     lines = [
-        _rule(" Serving Benchmark Result ", "="),
+        _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
         *_status(summary),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
+        "Served by: " + served_by_text(served_by),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} users={config.get('users')} "
-             f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
+             f"max_tokens={_max_tokens(config)} client={config.get('client')}"),
         _row("Successful requests:", summary["requests_ok"]),
         _row("Failed requests:", summary["requests_failed"]),
         _row("Interrupted at the end:", summary["requests_interrupted"]),

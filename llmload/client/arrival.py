@@ -85,14 +85,15 @@ class ReadArrivalReader:
 
     stamps = "user"
 
-    def __init__(self, sock: socket.socket, stats: ReadStats) -> None:
+    def __init__(self, sock: socket.socket, stats: ReadStats, clock: Callable[[], float] = time.monotonic) -> None:
         self._recv = sock.recv
         self._stats = stats
+        self._clock = clock  # a test's scripted clock makes every duration exact
 
     def read(self) -> list[tuple[bytes, float]]:
         """The bytes of one read (empty at the end of the stream) with their arrival time."""
         data = self._recv(READ_SIZE)
-        arrived_s = time.monotonic()
+        arrived_s = self._clock()
         self._stats.on_wakeup(data.count(b"\n\n"))
         return [(data, arrived_s)]
 

@@ -41,17 +41,21 @@ def measure_request(
     prompt_id: str,
     on_record: Callable[[RequestRecord], None],
     warmup: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> RequestRecord:
-    """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight."""
+    """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
+
+    ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
+    """
     request_id = uuid.uuid4().hex
-    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic(), warmup)
+    acc = StreamAccumulator(request_id, prompt_id, time.time(), clock(), warmup)
     try:
         end_s = client.stream_chat(body, request_id, acc)
     except RequestFailed as failure:
-        record = acc.finish(time.monotonic(), failure.category, failure.detail)
+        record = acc.finish(clock(), failure.category, failure.detail)
     except BaseException:
         # Killed by the end of the run (gevent's GreenletExit) or Ctrl-C: keep what was measured.
-        on_record(acc.finish(time.monotonic(), "interrupted"))
+        on_record(acc.finish(clock(), "interrupted"))
         raise
     else:
         record = acc.finish(end_s)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import Any, Iterator
+import time
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -33,10 +34,12 @@ class RawChatClient:
     """Streams ``POST /v1/chat/completions`` over one reused HTTP/1.1 connection."""
 
     def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0, kernel_stamps: bool = True,
-                 read_stats: ReadStats = PROCESS_READ_STATS) -> None:
+                 read_stats: ReadStats = PROCESS_READ_STATS, clock: Callable[[], float] | None = None) -> None:
+        """``clock`` replaces the arrival stamps (a scripted clock in tests); it turns kernel stamps off."""
         self._scheme, self._host, self._port, prefix = split_base_url(base_url)
         self._timeout_s = timeout_s
-        self._kernel_stamps = kernel_stamps
+        self._kernel_stamps = kernel_stamps and clock is None
+        self._clock = clock or time.monotonic
         self._read_stats = read_stats
         default_port = 443 if self._scheme == "https" else 80
         host_header = self._host if self._port == default_port else f"{self._host}:{self._port}"
@@ -72,7 +75,7 @@ class RawChatClient:
         if self._kernel_stamps:
             reader = arrival_reader(sock, self._read_stats, _PROCESS_CLOCK)
         else:
-            reader = ReadArrivalReader(sock, self._read_stats)
+            reader = ReadArrivalReader(sock, self._read_stats, self._clock)
         self._sock, self._reader = sock, reader
         return sock, reader
 

@@ -13,7 +13,15 @@ SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(fil
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
-.PHONY: load ui prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
+.DEFAULT_GOAL := help
+.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
+
+help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
+	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
+	@echo
+	@awk -F':.*## ' '/^[a-z][a-z.-]*:.*## /{printf "  make %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
+	@echo
+	@$(PYTHON) -c 'from llmload.options import help_lines; print("\n".join(help_lines()))'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +33,9 @@ load: $(VENV)/.installed $(GENERATED_SET)  ## a headless run; without HOST again
 
 ui: $(VENV)/.installed $(GENERATED_SET)  ## Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same settings
 	$(PY) -m llmload ui $(SETTINGS)
+
+worker: $(VENV)/.installed  ## Locust worker(s) here for a master elsewhere: MASTER=host:port [WORKERS=N]
+	$(PY) -m llmload worker $(SETTINGS)
 
 prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)
 	$(PY) -m llmload prompts $(SETTINGS)
@@ -52,7 +63,7 @@ serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODE
 serve-vllm-cpu: $(VENV)/.installed  ## a real vLLM (CPU build) serving MODEL=tiny-gptoss|tiny-llama on 127.0.0.1:PORT
 	$(PY) -m llmload.vllm_cpu serve $(SETTINGS)
 
-stop-vllm-cpu: $(VENV)/.installed
+stop-vllm-cpu: $(VENV)/.installed  ## stop the vLLM started by serve-vllm-cpu on PORT
 	$(PY) -m llmload.vllm_cpu stop $(SETTINGS)
 
 vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, built into ~/.cache/llmload once
@@ -69,5 +80,5 @@ bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed
 	$(PY) bench/prompts_bench.py
 	$(PY) bench/figures_bench.py
 
-clean-venv:
+clean-venv:  ## remove .venv (the next target recreates it)
 	rm -rf $(VENV)

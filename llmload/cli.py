@@ -1,12 +1,14 @@
 """``python -m llmload``: the commands the Makefile runs.
 
-    load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json
+    load [KEY=VALUE ...]    a headless run; prints the result block, writes OUT/summary.json and OUT/vllm_bench.json
     ui [KEY=VALUE ...]      Locust's web UI on WEB_HOST:WEB_PORT (127.0.0.1:8089) with the same options filled in
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
+    worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
+    help                    every setting of every command (also: load --help, sweep --help, prompts --help)
 
 Without HOST, load and ui start the built-in target for GPU and MODEL and stop it afterwards.
 The API key comes from $API_KEY, $OPENAI_API_KEY or API_KEY_FILE, never from a command line.
@@ -30,9 +32,10 @@ from typing import Sequence
 
 from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted, LoadTestError
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.console import Progress, banner_lines
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.processes import SignalForwarder, stoppable_child
-from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set
+from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
 from llmload.results.report import format_result
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary, rebuild_summary, write_summary
 from llmload.loadtest.target import target
@@ -44,9 +47,12 @@ EXIT_FAIL_RATIO = 3
 """The run stopped (or ended) with more failed requests than MAX_FAIL_RATIO allows."""
 
 
-def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path) -> list[str]:
-    """Locust's command line: its own flags for the options it owns, the suite's for the rest."""
-    values = {**vars(options), "host": host, "model": model, "out": str(out),
+def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path | None) -> list[str]:
+    """Locust's command line: its own flags for the options it owns, the suite's for the rest.
+
+    ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
+    """
+    values = {**vars(options), "host": host, "model": model, "out": str(out or ""),
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(options.num_users),
               "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
@@ -56,8 +62,38 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
             continue  # secrets go in the environment, not on a command line that ps can read;
             # with REQUESTS the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
+    if options.workers:
+        argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
+    if options.expect_remote_workers:
+        bind_host, bind_port = opts.host_port(options.master_bind, "MASTER_BIND")
+        argv += ["--master", f"--expect-workers={options.expect_remote_workers}",
+                 f"--master-bind-host={bind_host}", f"--master-bind-port={bind_port}"]
     return argv
 
+
+def _worker(settings: Sequence[str]) -> int:
+    """Locust worker process(es) on this machine for a master elsewhere; the master sends every option."""
+    options = opts.parse_settings(settings, opts.WORKER_OPTIONS)
+    if not options.master:
+        raise ConfigError("MASTER is missing: give the master's address:port, e.g. MASTER=10.0.0.5:5557")
+    host, port = opts.host_port(options.master, "MASTER")
+    argv = [sys.executable, "-m", "locust", "-f", str(_locustfile()), "--worker", f"--master-host={host}",
+            f"--master-port={port}"]
+    if options.workers:
+        argv.append(f"--processes={options.workers}")
+    with SignalForwarder("stopped before the worker started") as signals:
+        locust = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
+        code = signals.wait(locust)
+    return 128 + signals.first if signals.first else code
+
+
+
+def _locust_output_argv(options: argparse.Namespace, out: Path) -> list[str]:
+    """Locust's own console table and CSV files, as LOCUST_TABLE and LOCUST_HISTORY ask."""
+    argv = [] if options.locust_table == "on" else ["--only-summary"]
+    if options.locust_history == "on":
+        argv += ["--csv", str(out / "locust_history"), "--csv-full-history"]
+    return argv
 
 
 def _locustfile() -> Path:
@@ -67,15 +103,16 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str], headless: bool) -> argparse.Namespace:
+def _prepare(settings: Sequence[str], headless: bool) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
     options = opts.parse_run_args(settings)
-    load_prompt_set(options.prompts, options.seed)  # a bad prompt set fails here, before any server starts
+    overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
     if not headless:
         _check_port_free(options.web_host, options.web_port)
-    return options
+    return options, overrides
 
 
 def _check_out(out: str) -> None:
@@ -123,7 +160,7 @@ def _remove_if_empty(made: list[Path], out: Path) -> None:
 
 
 def _run(settings: Sequence[str], headless: bool) -> int:
-    options = _prepare(settings, headless)
+    options, overrides = _prepare(settings, headless)
     key = opts.api_key(options)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with SignalForwarder() as signals, target(options) as host:
@@ -131,20 +168,31 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        argv = _locust_argv(options, host, model, continuous, out)
+        progress = Progress(out / SAMPLES_FILE, None if options.requests else opts.scaled_duration_s(options), options.requests)
         if headless:
+            argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
+            print("\n".join(banner_lines(options, host, model, served_by(info, model), f"{out}/", overrides)), flush=True)
+            made = _made_dirs(out)
+            progress.start()
         else:
+            if not options.host:  # the built-in target plays one GPU at one SPEEDUP: the form does not offer them
+                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP"
+            named = Path(options.out) if options.out else None  # else the test names it from the form's values
+            argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
             if opts.web_login() is not None:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
+            later = f"{named}/" if named else "results/<time>-<gpu>-<model>-<effort>-u<users>/, named when the test starts"
+            print("\n".join(banner_lines(options, host, model, served_by(info, model), later, overrides)), flush=True)
             print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
-        made = _made_dirs(out)
+            made = _made_dirs(named) if named else []
         # Locust's own session: only we signal it, once per Ctrl-C; the built-in target outlives it.
         locust = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
         try:
             code = signals.wait(locust)
         finally:
+            progress.stop()
             _remove_if_empty(made, out)
     if not headless:
         return 0 if code == 0 or signals.first else code
@@ -154,7 +202,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         raise LoadTestError(f"Locust exited with code {code} before writing {out / SUMMARY_FILE}; see its output above")
     summary = read_summary(out)
     print(format_result(summary))
-    print(f"Results: {out}/ (samples.jsonl, summary.json, locust_*.csv, locust.html)")
+    print(f"Results: {out}/ (samples.jsonl, summary.json, vllm_bench.json, locust_*.csv, locust.html)")
     if signals.first:
         return 128 + signals.first
     if code != 0:
@@ -251,9 +299,18 @@ def _report(run_dirs: Sequence[str]) -> int:
     return 0
 
 
+def _help(command: str) -> int:
+    """``python -m llmload CMD --help`` (one command's settings) or ``help`` (every command's)."""
+    print(__doc__.strip().replace("``", "") + "\n")
+    print("\n".join(opts.help_lines([command] if command in opts.COMMANDS else opts.COMMANDS)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command, rest = (args[0], args[1:]) if args else ("", [])
+    if command in ("help", "-h", "--help") or (command != "serve-sim" and ("-h" in rest or "--help" in rest)):
+        return _help(command)
     try:
         if command == "load":
             return _run(rest, headless=True)
@@ -267,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _capacity(rest)
         if command == "report" and rest:
             return _report(rest)
+        if command == "worker":
+            return _worker(rest)
         if command == "serve-sim":
             from llmload.sim.__main__ import main as sim_main
 
@@ -280,5 +339,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,report,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,report,worker,serve-sim} ...", file=sys.stderr)
     return 2

@@ -18,15 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import orjson
-
 from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
-    "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "WORKER_OPTIONS", "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "host_port", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
-    "check_range", "check_ranges", "SUITE_OWNED_FIELDS",
+    "check_range", "check_ranges", "SUITE_OWNED_FIELDS", "help_lines", "FIXED_IN_WEB_UI_ENV",
 ]
 
 REASONING_EFFORTS = ("low", "medium", "high")
@@ -37,7 +35,7 @@ ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "capacity")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
 capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
@@ -89,8 +87,8 @@ TABLE: tuple[Option, ...] = (
     Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u", minimum=1),
     Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r", minimum=0),
     Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)", minimum=0),
-    Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: 2k, 4k, 8k (generated), a prompts JSONL path, "
-           "sharegpt:PATH[:N], random:IN:OUT[:N], or builtin"),
+    Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: builtin (12 short prompts), 2k, 4k or 8k (generated sets), "
+           "a prompts JSONL path, sharegpt:PATH[:N] or random:IN:OUT[:N] (sets max_tokens itself)"),
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
@@ -154,6 +152,22 @@ TABLE: tuple[Option, ...] = (
            "or http-<code> (that status, with a request id in its message)", commands=("serve-sim",), value_type=str),
     Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of chat requests FAULT hits", commands=("serve-sim",),
            minimum=0, maximum=1),
+    # more than one Locust process (issue 14)
+    Option("WORKERS", "--workers", "workers", 0, "Locust worker processes on this machine running the users (0: the "
+           "one process runs them); one samples.jsonl either way", to_locust=False, commands=("load", "ui", "worker"),
+           minimum=0),
+    Option("EXPECT_WORKERS", "--expect-remote-workers", "expect_remote_workers", 0, "be the master of this many workers "
+           "started elsewhere (make worker MASTER=address:port); the run starts when all have connected", to_locust=False,
+           minimum=0),
+    Option("MASTER_BIND", "--master-bind", "master_bind", "127.0.0.1:5557", "address:port the master listens on for "
+           "EXPECT_WORKERS (0.0.0.0:5557: every interface)", to_locust=False),
+    Option("MASTER", "--master", "master", "", "the master's address:port (its MASTER_BIND), e.g. 10.0.0.5:5557",
+           to_locust=False, commands=("worker",)),
+    # issue-17: the console and Locust's own files
+    Option("LOCUST_TABLE", "--locust-table", "locust_table", "off", "on: Locust's request table every few seconds during "
+           "a headless run (off: once, at the end)", choices=("off", "on"), to_locust=False, commands=("load",)),
+    Option("LOCUST_HISTORY", "--locust-history", "locust_history", "off", "on: also keep Locust's own --csv files, with its "
+           "per-second history (OUT/locust_history_stats_history.csv)", choices=("off", "on"), to_locust=False),
     # issue-15: SLOs, open-loop arrivals, early stop, capacity search
     Option("SLO", "--slo", "slo", "", "service-level objectives, e.g. ttft_p90<=2s,tpot_p90<=50ms,ttfvt_p90<=10s "
            "(units required); gives goodput_rps"),
@@ -196,6 +210,7 @@ SWEEP_OPTIONS = options_for("sweep")
 CAPACITY_OPTIONS = options_for("capacity")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
+WORKER_OPTIONS = options_for("worker")
 
 
 def bare_model_name(model: str) -> str:
@@ -216,10 +231,15 @@ def config_name(option: Option) -> str:
     return "users" if option.dest == "num_users" else option.dest
 
 
+FIXED_IN_WEB_UI_ENV = "LLMLOAD_FIXED_IN_WEB_UI"
+"""Comma-separated keys the web UI's form must not offer: the built-in target `make ui` started cannot change them."""
+
+
 def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool = False,
                       table: Sequence[Option] = OPTIONS) -> None:
     """Add a table's options to an argparse (or Locust's configargparse) parser."""
-    for o in table:
+    fixed = set(os.environ.get(FIXED_IN_WEB_UI_ENV, "").split(","))
+    for o in sorted(table, key=lambda o: o.secret) if web_ui else table:  # the web UI's form lists secrets last
         if (o.locust_flag and not include_locust) or (web_ui and not o.to_locust):
             continue
         flags = [o.locust_flag, o.flag] if o.locust_flag and o.locust_flag != o.flag else [o.flag]
@@ -227,7 +247,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         if o.choices:
             kwargs["choices"] = o.choices
         if web_ui:
-            kwargs["include_in_web_ui"] = True
+            kwargs["include_in_web_ui"] = o.key not in fixed
             if o.secret:
                 kwargs["is_secret"] = True
         parser.add_argument(*flags, **kwargs)
@@ -418,6 +438,8 @@ def parse_slos(text: str) -> tuple[Slo, ...]:
 def _extra_body(text: str) -> dict[str, Any]:
     if not text:
         return {}
+    import orjson  # lazy: `make help` reads this table with the system's python3
+
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as e:
@@ -442,6 +464,9 @@ def validate(options: argparse.Namespace) -> None:
         raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
     if not 0 < options.flush_interval <= 60:
         raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+    if options.workers and options.expect_remote_workers:
+        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
+    host_port(options.master_bind, "MASTER_BIND")
     _extra_body(options.extra_body)
     effort_shares(options.effort)
     parse_slos(options.slo)
@@ -456,8 +481,18 @@ def _validate_open_loop(options: argparse.Namespace) -> None:
     if options.rate and options.num_users != 1:
         raise ConfigError(f"USERS={options.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
                           "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
+    if options.rate and (getattr(options, "workers", 0) or getattr(options, "expect_remote_workers", 0)):
+        raise ConfigError("RATE runs in one process for now: leave WORKERS and EXPECT_WORKERS out")
     if options.max_concurrency and not options.rate:
         raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
+
+
+def host_port(text: str, key: str) -> tuple[str, int]:
+    """``address:port`` split, or ConfigError naming the setting."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key}={text!r} is not address:port; use e.g. 10.0.0.5:5557")
+    return host.strip("[]"), int(port)
 
 
 def api_key(options: Any) -> str:
@@ -496,3 +531,25 @@ def run_config(options: Any) -> dict[str, Any]:
     config["duration_s"] = parse_duration_s(str(config["run_time"])) if config["run_time"] else None
     config["extra_body"] = _extra_body(config["extra_body"])
     return config
+
+
+def _default_text(o: Option) -> str:
+    if o.secret:
+        return "(from the environment)"
+    return "(off)" if o.default is None else repr(o.default) if o.default == "" else str(o.default)
+
+
+_MAKE_TARGETS = {"vllm-cpu": "serve-vllm-cpu, stop-vllm-cpu"}
+
+
+def help_lines(commands: Sequence[str] = COMMANDS) -> list[str]:
+    """Every setting of the table, per command: ``KEY=default  help [choices]`` (``make help``, ``--help``)."""
+    lines = []
+    for command in commands:
+        table = options_for(command)
+        lines.append(f"Settings of make {_MAKE_TARGETS.get(command, command)} (KEY=VALUE):")
+        width = max(len(f"{o.key}={_default_text(o)}") for o in table)
+        for o in table:
+            choices = f" [{'|'.join(o.choices)}]" if o.choices else ""
+            lines.append(f"  {o.key}={_default_text(o):<{width - len(o.key) - 1}}  {o.help}{choices}")
+    return lines

@@ -60,6 +60,10 @@ def main(argv: list[str]) -> int:
             return _figures(argv[1:])
         if len(argv) == 3 and argv[0] == "compare":
             return _compare(argv[1], argv[2])
+        if argv[:1] == ["figures"] and len(argv) == 1:
+            raise ResultsError("RESULTS is missing: give results folders, e.g. make figures RESULTS=results/<sweep or run>")
+        if argv[:1] == ["compare"] and len(argv) != 3:
+            raise ResultsError("A and B are needed: make compare A=results/<baseline> B=results/<tuned>")
         if argv and argv[0] in ("-h", "--help"):
             print(__doc__.strip())
             return 0

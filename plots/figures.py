@@ -15,7 +15,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 
@@ -23,23 +23,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
+from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, fmt, grouped, slo_value,  # noqa: E402
+                          sort_key, varying, x_axis)
 from plots.results import Cell  # noqa: E402
 
 __all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
 
-EFFORT_ORDER = ("none", "low", "medium", "high")
 COLORS = {"low": "#1b9e77", "medium": "#d95f02", "high": "#7570b3", "none": "#666666"}
+"""One colour per effort, the same in every figure."""
+MARKERS = {"h100": "o", "h200": "s", "a100": "^", "l4": "D"}
+"""One marker per GPU, the same in every figure (others take EXTRA_MARKERS in order of appearance)."""
+EXTRA_MARKERS = ("v", "P", "X", "*", "h")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LINESTYLES = ("-", "--", ":", "-.")
 STYLE = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "axes.grid": True,
          "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
-         "figure.dpi": 100, "savefig.dpi": 100, "lines.markersize": 4}
-
-
-@dataclass(frozen=True)
-class Series:
-    x: tuple[Any, ...]
-    y: tuple[float, ...]
+         "figure.dpi": 100, "savefig.dpi": 100, "lines.markersize": 5}
 
 
 @dataclass
@@ -54,163 +54,166 @@ class FigureData:
     extra: dict[str, Any] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     note: str = ""
+    stamp: str = ""
+    """Drawn under the title: says REHEARSAL (with the factor) when built-in target results are plotted."""
+    x_setting: str = ""
+    """The setting on the x axis (users, max_tokens, prompts, ...): the one the cells vary."""
+    slo: float | None = None
+    """The SLO line drawn, when the runs set one on this metric."""
 
     @property
     def skipped(self) -> bool:
         return not self.files
 
 
-def _effort_key(effort: str) -> tuple[int, str]:
-    return (EFFORT_ORDER.index(effort) if effort in EFFORT_ORDER else len(EFFORT_ORDER), effort)
+def _marker(gpu: str, seen: dict[str, str]) -> str:
+    if gpu in MARKERS:
+        return MARKERS[gpu]
+    return seen.setdefault(gpu, EXTRA_MARKERS[len(seen) % len(EXTRA_MARKERS)])
 
 
-def _sort_key(text: str) -> tuple:
-    """Natural order for labels: numbers inside compare as numbers, efforts in their order."""
-    out: list[Any] = []
-    for word in text.split():
-        if word in EFFORT_ORDER:
-            out.append((0, EFFORT_ORDER.index(word), ""))
-        else:
-            digits = "".join(ch for ch in word if ch.isdigit())
-            out.append((1, int(digits) if digits else 0, word))
-    return tuple(out)
-
-
-def _varying(cells: Sequence[Cell], attrs: Iterable[str]) -> list[str]:
-    return [a for a in attrs if len({getattr(c, a) for c in cells}) > 1]
-
-
-def _fmt(attr: str, value: Any) -> str:
-    if attr == "users":
-        return f"u{value}"
-    if attr == "max_tokens":
-        return f"max_tokens={value or 'unset'}"
-    return str(value)
-
-
-def _grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
-             y: Callable[[Cell], float | None]) -> dict[str, dict[str, Series]]:
-    """Panels keyed by panel_attrs (plus every other attribute that varies, so no two cells collide on
-    one point), series by series_attrs, points (x, y) sorted by x; cells whose y is None are left out."""
-    others = [a for a in _varying(cells, ("gpu", "model", "prompts", "effort", "users", "max_tokens"))
-              if a not in (*panel_attrs, *series_attrs, x_attr)]
-    varying = _varying(cells, panel_attrs)
-    panel_attrs = [a for a in panel_attrs if a != "gpu" or a in varying] + others  # the GPU only when it varies
-    points: dict[str, dict[str, dict[Any, float]]] = defaultdict(lambda: defaultdict(dict))
-    for c in cells:
-        value = y(c)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue
-        panel = " ".join(_fmt(a, getattr(c, a)) for a in panel_attrs) or "all"
-        series = " ".join(_fmt(a, getattr(c, a)) for a in series_attrs) or "all"
-        points[panel][series][getattr(c, x_attr)] = value
-    out: dict[str, dict[str, Series]] = {}
-    for panel in sorted(points, key=_sort_key):
-        out[panel] = {}
-        for series in sorted(points[panel], key=_sort_key):
-            xs = sorted(points[panel][series])
-            out[panel][series] = Series(tuple(xs), tuple(points[panel][series][x] for x in xs))
-    return out
-
-
-def _series_style(label: str, index: int) -> dict[str, Any]:
-    """Color by effort when the label names one (the same color in every figure), else by position."""
-    effort = next((w for w in label.split() if w in COLORS), None)
-    return {"color": COLORS[effort] if effort else PALETTE[index % len(PALETTE)], "linestyle": "-", "marker": "o"}
-
-
-def _grid(n: int, width: float = 3.6, height: float = 2.8, max_cols: int = 3):
+def _grid(n: int, width: float = 3.8, height: float = 3.0, max_cols: int = 3):
     cols = min(max_cols, n)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 1.2), squeeze=False, layout="constrained")
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat[:n]
 
 
-def _save(fig, out: Path, name: str, title: str) -> list[Path]:
+def _stamp(cells: Sequence[Cell]) -> str:
+    """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
+    labels = sorted({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
+    return "; ".join(labels) + ": simulated timings, not a measurement" if labels else ""
+
+
+def _save(fig, out: Path, name: str, title: str, stamp: str = "") -> list[Path]:
     out = Path(out)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title + (f"\n{stamp}" if stamp else ""), fontsize=10, color="#b00000" if stamp else "black")
     out.mkdir(parents=True, exist_ok=True)
     files = [out / f"{name}.png", out / f"{name}.svg"]
     if fig.get_layout_engine() is not None:
         fig.canvas.draw()  # solve the constrained layout once, not once per file
         fig.set_layout_engine("none")
-    for path in files:
-        fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    for path in files:  # tight: legends and titles outside the axes are never clipped
+        fig.savefig(path, bbox_inches="tight", pad_inches=0.1, metadata={"Date": None} if path.suffix == ".svg" else None)
     plt.close(fig)
     return files
 
 
-def _line_figure(data: FigureData, out: Path, logx: bool = False, dash_by: Sequence[str] = ()) -> FigureData:
-    """Draw data.panels as small multiples of line plots; skip with a note when nothing has 2 points."""
+def _x_positions(data: FigureData) -> Callable[[Any], float]:
+    """Numbers stay numbers (log 2 axis); categories (prompt sets, models) get 0, 1, 2 ... in natural order."""
+    if data.x_setting in NUMERIC_AXES:
+        return float
+    order = sorted({x for series in data.panels.values() for s in series.values() for x in s.x}, key=sort_key)
+    return lambda x: float(order.index(x))
+
+
+def _draw_series(ax, s: Series, label: str, style: dict[str, Any], at: Callable[[Any], float], index: int = 0) -> None:
+    """The line, its band and intervals, its n per point; thin samples hollow, partial cells crossed."""
+    xs = [at(x) for x in s.x]
+    ax.plot(xs, s.y, label=label, **style)
+    band = [(x, y, u) for x, y, u in zip(xs, s.y, s.upper) if u is not None]
+    if len(band) > 1:
+        ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band], color=style["color"], alpha=0.12, linewidth=0)
+    for x, y, n, ci, thin, partial in zip(xs, s.y, s.n, s.ci95, s.thin, s.partial):
+        if ci is not None:
+            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=style["color"], capsize=2, linewidth=0.8)
+        if thin:
+            ax.plot([x], [y], marker=style["marker"], markerfacecolor="white", color=style["color"], linestyle="none")
+        if partial:
+            ax.plot([x], [y], marker="x", markersize=9, color="#b00000", linestyle="none")
+        ax.annotate(f"n={n}" + (" partial" if partial else ""), (x, y), xytext=(4, 3 + 7 * (index % 3)), textcoords="offset points", fontsize=6,
+                    color="#b00000" if thin or partial else "#555555")
+
+
+def _line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width: float = 3.8, height: float = 3.0,
+                 max_cols: int = 3) -> FigureData:
+    """Draw data.panels as small multiples: colour by effort, marker by GPU, one y scale per row."""
     if not data.panels:
         data.note = data.note or "no cells hold this figure's data"
         return data
+    at = _x_positions(data)
     with plt.rc_context(STYLE):
-        fig, axes = _grid(len(data.panels))
+        fig, axes = _grid(len(data.panels), width, height, max_cols)
         dashes: dict[str, str] = {}
+        markers: dict[str, str] = {}
         for ax, (panel, series) in zip(axes, data.panels.items()):
             for i, (label, s) in enumerate(series.items()):
-                style = _series_style(label, i)
-                if dash_by:  # one line style per GPU (or whatever dash_by names), the same in every panel
-                    word = next((w for w in label.split() if w in dash_by), "")
-                    style["linestyle"] = dashes.setdefault(word, LINESTYLES[len(dashes) % len(LINESTYLES)])
-                ax.plot(s.x, s.y, label=label, **style)
+                style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers), "linestyle": "-"}
+                if dash_by:  # one line style per GPU, the same in every panel
+                    style["linestyle"] = dashes.setdefault(s.gpu, LINESTYLES[len(dashes) % len(LINESTYLES)])
+                _draw_series(ax, s, label, style, at, i)
+            if data.slo is not None:
+                ax.axhline(data.slo, color="#b00000", linestyle=":", linewidth=1, label=f"SLO {data.slo:g}")
             ax.set_title(panel)
             ax.set_xlabel(data.xlabel)
             ax.set_ylabel(data.ylabel)
-            if logx:
+            ticks = sorted({x for s in series.values() for x in s.x}, key=at)
+            if data.x_setting in NUMERIC_AXES:
                 ax.set_xscale("log", base=2)
-                ticks = sorted({x for s in series.values() for x in s.x})
-                ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.set_xticks([at(t) for t in ticks], [str(t) for t in ticks])
+            ax.margins(x=0.12)
             ax.set_ylim(bottom=0)
-        _figure_legend(fig, axes)
-        data.files = _save(fig, out, data.name, data.title)
+        _figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
-def _figure_legend(fig, axes) -> None:
-    """One legend for the whole figure (the series are the same in every panel): cheaper than one each."""
+def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str], styles: dict[str, str] | None = None) -> None:
+    """One legend for the whole figure, below it: colour = effort, marker = GPU, then what the marks mean."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     handles: dict[str, Any] = {}
-    for ax in axes:
+    for effort in sorted({s.effort for s in series if s.effort}, key=effort_key):
+        handles[f"effort {effort}"] = Line2D([], [], color=COLORS.get(effort, PALETTE[0]))
+    for gpu in sorted({s.gpu for s in series if s.gpu}):
+        handles[gpu] = Line2D([], [], marker=_marker(gpu, markers), color="#555555", linestyle=(styles or {}).get(gpu, "none"))
+    for label, linestyle in (styles or {}).items():  # line styles of the other settings, when they vary
+        if label and label not in handles:
+            handles[label] = Line2D([], [], color="#555555", linestyle=linestyle)
+    for ax in axes:  # series without an effort (their own colours) and the SLO line
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(8, len(handles)), frameon=False)
+            if label.startswith("SLO") or not any(s.effort for s in series):
+                handles.setdefault(label, handle)
+    handles[f"hollow: n < {THIN_SAMPLE} requests"] = Line2D([], [], marker="o", markerfacecolor="white", color="#555555", linestyle="none")
+    if any(True in s.partial for s in series):
+        handles["x: partial cell (cut short)"] = Line2D([], [], marker="x", color="#b00000", linestyle="none")
+    if any(u is not None for s in series for u in s.upper):
+        handles["band: median to p90"] = Patch(color="#555555", alpha=0.15)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(6, len(handles)), frameon=False)
 
 
-# ---- figures 1, 2 and the beyond-study per-user metrics -------------------------------------------
+# ---- figures 1, 2 and the beyond-study per-setting metrics -----------------------------------------
 
-def _vs_users(name: str, title: str, ylabel: str, y: Callable[[Cell], float | None]):
+def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
+    """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort."""
     def figure(cells: Sequence[Cell], out: Path) -> FigureData:
-        data = FigureData(name, title, "concurrent users", ylabel,
-                          _grouped(cells, ("gpu", "model", "prompts"), ("effort",), "users", y))
-        return _line_figure(data, out, logx=True)
+        x = x_axis(cells)
+        data = FigureData(name, f"{title} vs {AXIS_LABELS[x]}", AXIS_LABELS[x], ylabel,
+                          grouped(cells, ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
+                          x_setting=x, slo=slo_value(cells, metric))
+        return _line_figure(data, out)
     figure.__name__ = name
     figure.__doc__ = title
     return figure
 
 
-def _pct(path: str) -> Callable[[Cell], float | None]:
-    return lambda c: None if c.metric(path) is None else 100.0 * c.metric(path)  # type: ignore[operator]
-
-
-fig1_response_time = _vs_users("fig1_response_time", "Fig. 1: median response time vs users", "median response time (ms)",
-                               lambda c: c.metric("response_time_ms.median"))
-fig2_requests_per_s = _vs_users("fig2_requests_per_s", "Fig. 2: requests per second vs users", "requests/s",
-                                lambda c: c.metric("rps"))
-ttft_vs_users = _vs_users("ttft_vs_users", "Time to first token (median) vs users", "median TTFT (ms)",
-                          lambda c: c.metric("ttft_ms.median"))
-ttfvt_vs_users = _vs_users("ttfvt_vs_users", "Time to first visible token (median) vs users", "median TTFVT (ms)",
-                           lambda c: c.metric("ttfvt_ms.median"))
-tpot_vs_users = _vs_users("tpot_vs_users", "Time per output token (mean) vs users", "mean TPOT (ms/token)",
-                          lambda c: c.metric("tpot_ms.mean"))
-reasoning_share = _vs_users("reasoning_share", "Reasoning share of output tokens", "reasoning tokens (% of output)",
-                            _pct("reasoning_ratio"))
-answered_share = _vs_users("answered_share", "Requests with a visible answer", "answered requests (%)",
-                           _pct("answered_ratio"))
+RESPONSE_TIME = Metric("response_time_ms.median", "response_time_ms.count", band="response_time_ms.p90", slo="slo_e2el_ms")
+fig1_response_time = _vs_setting("fig1_response_time", "Fig. 1: median response time", "median response time (ms)", RESPONSE_TIME)
+fig2_requests_per_s = _vs_setting("fig2_requests_per_s", "Fig. 2: requests per second", "requests/s", Metric("rps", "requests_ok"))
+ttft_vs_users = _vs_setting("ttft_vs_users", "Time to first token (median)", "median TTFT (ms)",
+                            Metric("ttft_ms.median", "ttft_ms.count", band="ttft_ms.p90", slo="slo_ttft_ms"))
+ttfvt_vs_users = _vs_setting("ttfvt_vs_users", "Time to first visible token (median)", "median TTFVT (ms)",
+                             Metric("ttfvt_ms.median", "ttfvt_ms.count", band="ttfvt_ms.p90", slo="slo_ttfvt_ms"))
+tpot_vs_users = _vs_setting("tpot_vs_users", "Time per output token (median)", "median TPOT (ms/token)",
+                            Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="slo_tpot_ms"))
+reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output tokens", "reasoning tokens (% of output)",
+                              Metric("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
+answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
+                             Metric("answered_ratio", "requests_ok", scale=100.0))
 
 
 # ---- figure 3: output tokens per model and effort -------------------------------------------------
@@ -218,18 +221,19 @@ answered_share = _vs_users("answered_share", "Requests with a visible answer", "
 def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     """Per model (and prompt set): per effort, min/max/mean/median of output tokens, with the
     distribution of every request's count (pooled over the cells of that model and effort)."""
-    data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request")
+    data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request",
+                      stamp=_stamp(cells))
     pooled: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for c in cells:
-        panel = " ".join([c.model] + [_fmt(a, getattr(c, a)) for a in _varying(cells, ("gpu", "prompts", "max_tokens"))])
+        panel = " ".join([c.model] + [fmt(a, getattr(c, a)) for a in varying(cells, ("gpu", "prompts", "max_tokens"))])
         counts = c.output_tokens()
         if not counts and c.metric("output_tokens.count"):  # no samples: the summary's figures only
             pooled[panel].setdefault(c.effort, [])
             data.extra.setdefault("from_summary", {}).setdefault(panel, {})[c.effort] = c.summary["output_tokens"]
         pooled[panel][c.effort].extend(counts)
-    for panel in sorted(pooled, key=_sort_key):
+    for panel in sorted(pooled, key=sort_key):
         data.panels[panel] = {}
-        for effort in sorted(pooled[panel], key=_effort_key):
+        for effort in sorted(pooled[panel], key=effort_key):
             counts = sorted(pooled[panel][effort])
             if counts:
                 n = len(counts)
@@ -238,7 +242,8 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
             else:
                 s = data.extra["from_summary"][panel][effort]
                 stats = tuple(float(s[k]) for k in ("min", "max", "mean", "median"))
-            data.panels[panel][effort] = Series(("min", "max", "mean", "median"), stats)
+            n = len(counts) if counts else int(data.extra["from_summary"][panel][effort]["count"])
+            data.panels[panel][effort] = Series(("min", "max", "mean", "median"), stats, (n,) * 4)
             data.extra.setdefault("distribution", {}).setdefault(panel, {})[effort] = tuple(counts)
     if not data.panels:
         data.note = "no cells hold output token counts"
@@ -264,59 +269,62 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
                 ax.plot(p, median, marker="s", color=color, linestyle="none", label="median" if p == 1 else None)
                 ax.plot(p, mean, marker="D", markerfacecolor="white", color=color, linestyle="none", label="mean" if p == 1 else None)
                 ax.annotate(f"{mean:.0f}", (p + 0.18, mean), fontsize=7, va="center")
-            ax.set_xticks(positions, efforts)
+            ax.set_xticks(positions, [f"{e}\nn={series[e].n[0]}" for e in efforts])
             ax.set_title(panel)
             ax.set_xlabel(data.xlabel)
             ax.set_ylabel(data.ylabel)
             ax.set_ylim(bottom=0)
-            ax.legend(loc="upper left")
-        data.files = _save(fig, out, data.name, data.title + " (bars: min-max; shape: every request)")
+        handles, labels = axes[0].get_legend_handles_labels()  # below the panels, never over a point
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
+        data.files = _save(fig, out, data.name, data.title + " (bars: min-max; shape: every request)", data.stamp)
     return data
 
 
 # ---- figure 4: response time vs max_tokens ----------------------------------------------------------
 
 def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
+    """The study's figure 4, at full size: median response time against max_tokens."""
     capped = [c for c in cells if c.max_tokens > 0]
-    data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)")
-    panels = _grouped(capped, ("gpu", "model", "prompts"), ("effort", "users"), "max_tokens", lambda c: c.metric("response_time_ms.median"))
+    data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)",
+                      stamp=_stamp(cells), x_setting="max_tokens", slo=slo_value(capped, RESPONSE_TIME))
+    panels = grouped(capped, ("gpu", "model", "prompts"), ("effort", "users"), "max_tokens", RESPONSE_TIME)
     data.panels = {p: {s: v for s, v in series.items() if len(v.x) > 1} for p, series in panels.items()}
     data.panels = {p: s for p, s in data.panels.items() if s}
     if not data.panels:
         data.note = "no cells vary max_tokens (run scenarios/max-tokens.yaml)"
         return data
-    return _line_figure(data, out, logx=True)
+    return _line_figure(data, out, width=8.0, height=5.2, max_cols=1)
 
 
 # ---- figures 5-8: one GPU vs another ----------------------------------------------------------------
 
-def _vs_gpu(name: str, title: str, ylabel: str, y: Callable[[Cell], float | None]):
+def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
     def figure(cells: Sequence[Cell], out: Path) -> FigureData:
         by: dict[tuple[str, str], set[str]] = defaultdict(set)
         for c in cells:
             by[(c.model, c.prompts)].add(c.gpu)
         shared = [c for c in cells if len(by[(c.model, c.prompts)]) > 1]
-        data = FigureData(name, title, "concurrent users", ylabel)
-        if shared:
-            data.panels = _grouped(shared, ("model", "prompts"), ("effort", "gpu"), "users", y)
-        else:
-            data.note = "needs one model and prompt set measured on two GPUs (give two or more folders)"
-            return data
+        if not shared:
+            return FigureData(name, title, note="needs one model and prompt set measured on two GPUs (give two or more folders)")
+        x = x_axis(shared, exclude=("gpu",))
+        data = FigureData(name, f"{title} (x: {AXIS_LABELS[x]})", AXIS_LABELS[x], ylabel,
+                          grouped(shared, ("model", "prompts"), ("effort", "gpu"), x, metric), stamp=_stamp(cells),
+                          x_setting=x, slo=slo_value(shared, metric))
         data.extra["gpus"] = sorted({c.gpu for c in shared})
-        return _line_figure(data, out, logx=True, dash_by=data.extra["gpus"])
+        return _line_figure(data, out, dash_by=data.extra["gpus"])
     figure.__name__ = name
     figure.__doc__ = title
     return figure
 
 
 fig5_gpu_response_time = _vs_gpu("fig5_gpu_response_time", "Fig. 5: median response time, GPU vs GPU", "median response time (ms)",
-                                 lambda c: c.metric("response_time_ms.median"))
+                                 RESPONSE_TIME)
 fig6_gpu_requests_per_s = _vs_gpu("fig6_gpu_requests_per_s", "Fig. 6: requests per second, GPU vs GPU", "requests/s",
-                                  lambda c: c.metric("rps"))
-fig7_gpu_tpot = _vs_gpu("fig7_gpu_tpot", "Fig. 7: mean time per output token, GPU vs GPU", "mean TPOT (ms/token)",
-                        lambda c: c.metric("tpot_ms.mean"))
+                                  Metric("rps", "requests_ok"))
+fig7_gpu_tpot = _vs_gpu("fig7_gpu_tpot", "Fig. 7: median time per output token, GPU vs GPU", "median TPOT (ms/token)",
+                        Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="slo_tpot_ms"))
 fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: output throughput, GPU vs GPU", "output throughput (tok/s)",
-                                     lambda c: c.metric("output_throughput_tok_s"))
+                                     Metric("output_throughput_tok_s", "requests_ok"))
 
 
 # ---- beyond the study -------------------------------------------------------------------------------
@@ -324,41 +332,51 @@ fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: outp
 def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
     """One curve per configuration (GPU, model, prompts, effort): users grow along it."""
     data = FigureData("throughput_vs_latency", "Output throughput vs median latency (users grow along each curve)",
-                      "median response time (ms)", "output throughput (tok/s)")
+                      "median response time (ms)", "output throughput (tok/s)", stamp=_stamp(cells), x_setting="users")
     groups: dict[str, list[Cell]] = defaultdict(list)
     attrs = ["gpu", "model", "prompts", "effort", "max_tokens"]
-    shown = [a for a in attrs if a in _varying(cells, attrs)] or ["effort"]
+    shown = [a for a in attrs if a in varying(cells, attrs)] or ["effort"]
     for c in cells:
         if c.metric("response_time_ms.median") is not None and c.metric("output_throughput_tok_s") is not None:
-            groups[" ".join(_fmt(a, getattr(c, a)) for a in shown)].append(c)
+            groups[" ".join(fmt(a, getattr(c, a)) for a in shown)].append(c)
     series = {}
-    for label in sorted(groups, key=_sort_key):
+    for label in sorted(groups, key=sort_key):
         pts = sorted(groups[label], key=lambda c: c.users)
-        series[label] = Series(tuple(c.metric("response_time_ms.median") for c in pts), tuple(c.metric("output_throughput_tok_s") for c in pts))
+        efforts, gpus = {c.effort for c in pts}, {c.gpu for c in pts}
+        series[label] = Series(tuple(c.metric("response_time_ms.median") for c in pts), tuple(c.metric("output_throughput_tok_s") for c in pts),
+                               tuple(int(c.metric("requests_ok") or 0) for c in pts), (None,) * len(pts), (None,) * len(pts),
+                               tuple(not c.complete for c in pts), efforts.pop() if len(efforts) == 1 else "",
+                               gpus.pop() if len(gpus) == 1 else "")
         data.extra.setdefault("users", {})[label] = tuple(c.users for c in pts)
     if not series:
         data.note = "no cells hold latency and throughput"
         return data
     data.panels = {"all configurations": series}
+    others = [a for a in shown if a not in ("effort", "gpu")]
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, ax = plt.subplots(figsize=(8.0, 5.2), layout="constrained")
+        markers: dict[str, str] = {}
+        dashes: dict[str, str] = {}
         for i, (label, s) in enumerate(series.items()):
-            line, = ax.plot(s.x, s.y, marker="o", color=PALETTE[i % len(PALETTE)], linestyle=LINESTYLES[(i // len(PALETTE)) % 4], label=label)
+            rest = " ".join(w for w, a in zip(label.split(), shown) if a in others)
+            style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers),
+                     "linestyle": dashes.setdefault(rest, LINESTYLES[len(dashes) % len(LINESTYLES)])}
+            _draw_series(ax, s, label, style, float, i)
             for x, y, u in zip(s.x, s.y, data.extra["users"][label]):
-                ax.annotate(f"u{u}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points", color=line.get_color())
+                ax.annotate(f"u{u}", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points", color=style["color"])
         ax.set_xlabel(data.xlabel)
         ax.set_ylabel(data.ylabel)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), ncols=1 + len(series) // 24)
-        data.files = _save(fig, out, data.name, data.title)
+        _figure_legend(fig, [ax], list(series.values()), markers, dashes)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
 def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
     """Small multiples, one per cell: requests running and waiting (KV-cache usage: kv_cache_timeline)."""
     data = FigureData("server_timeline", "Server: requests running and waiting over each cell",
-                      "time in cell (s)", "requests")
+                      "time in cell (s)", "requests", stamp=_stamp(cells))
     for c in cells:
         samples = c.server_samples
         if not samples:
@@ -369,7 +387,7 @@ def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
             if pts:
                 panel[name] = Series(tuple(p[0] for p in pts), tuple(p[1] for p in pts))
         if panel:
-            label = c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}"
+            label = (c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}") + ("" if c.complete else " (partial)")
             data.panels[label] = panel
     if not data.panels:
         data.note = "no cell holds server_metrics.jsonl samples (the server had no /metrics, or these are make load runs)"
@@ -379,11 +397,12 @@ def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
 
 def kv_cache_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
     """Small multiples, one per cell: the server's KV-cache usage (%) over the cell."""
-    data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)")
+    data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)",
+                      stamp=_stamp(cells))
     for c in cells:
         kv = [(s.t_s, 100.0 * s.kv_cache_usage) for s in c.server_samples if s.kv_cache_usage is not None]
         if kv:
-            label = c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}"
+            label = (c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}") + ("" if c.complete else " (partial)")
             data.panels[label] = {"kv_cache_usage_pct": Series(tuple(p[0] for p in kv), tuple(p[1] for p in kv))}
     if not data.panels:
         data.note = "no cell holds KV-cache samples (the server had no /metrics, or these are make load runs)"
@@ -426,7 +445,7 @@ def _small_multiples(data: FigureData, out: Path, names: Sequence[str]) -> Figur
         fig.subplots_adjust(left=0.06, right=0.99, bottom=0.9 / (1.25 * rows + 0.9) * 0.7, top=top, hspace=0.45, wspace=0.12)
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper right", ncols=len(labels), frameon=False)
-        data.files = _save(fig, out, data.name, data.title)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from llmload.files import write_atomic
+from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_text
 from plots.figures import FigureData
 from plots.results import Results
 from plots.tables import Table, cells_table
@@ -23,6 +24,7 @@ table{border-collapse:collapse;margin:.5em 0;font-size:12px}th,td{border:1px sol
 th{background:#f4f4f4}td.r{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f4f4f4;padding:0 3px}.note{color:#a40}.figure svg{max-width:100%;height:auto}
 .figure{margin:1em 0}.skipped{color:#777}ul.missing li{color:#a40}
+.rehearsal{background:#fde8e8;border:2px solid #c00;color:#900;padding:.6em 1em;font-weight:bold}
 """
 
 
@@ -47,10 +49,37 @@ def _svg(path: Path, n: int) -> str:
     return re.sub(r'(url\(#|xlink:href="#|href="#)([^)"]+)', lambda m: f"{m.group(1)}{prefix}{m.group(2)}", text)
 
 
-def _server_table(server: dict[str, str]) -> str:
-    if not server:
-        return "<p>No server description was recorded.</p>"
-    return table_html(Table(("what", "value"), tuple((k, v) for k, v in server.items()), ("l", "l")))
+def _server_html(r: Results) -> str:
+    """What answered the requests (by the servers' own reports), then what the scenario declares, kept apart."""
+    counts: dict[str, int] = {}
+    for c in r.cells:
+        text = served_by_text(c.served_by)
+        counts[text] = counts.get(text, 0) + 1
+    parts = ["<h3>Served by (what answered the requests, as the server reported itself)</h3><ul>"
+             + "".join(f"<li>{_e(text)} ({n} cell{'s' if n != 1 else ''})</li>" for text, n in counts.items()) + "</ul>"]
+    if r.server:
+        rows = tuple((k, v) for k, v in r.server.items())
+        parts.append("<h3>Declared by the scenario (what the study runs on; not reported by any server)</h3>"
+                     + table_html(Table(("what", "declared"), rows, ("l", "l"))))
+        if any(is_rehearsal(c.served_by) for c in r.cells):
+            parts.append('<p class="note">These results are a rehearsal: they did not come from the declared server.</p>')
+    return "".join(parts)
+
+
+def _rehearsal_banner(results: Sequence[Results]) -> str:
+    labels = sorted({rehearsal_label(c.served_by) for r in results for c in r.cells if is_rehearsal(c.served_by)})
+    if not labels:
+        return ""
+    return (f'<p class="rehearsal">{_e("; ".join(labels))}: these results come from the built-in target, which simulates '
+            "a GPU; its timings are simulated and sped up. They are not a measurement of any server.</p>")
+
+
+def _missing_html(r: Results) -> str:
+    if not r.missing:
+        return "<p>Every cell is complete.</p>"
+    return (f"<details><summary>Missing or partial cells ({len(r.missing)} of {r.planned})</summary><ul class=missing>"
+            + "".join(f"<li>cell {_e(m.index)} <b>{_e(m.label)}</b> (<code>{_e(m.key)}</code>): {_e(m.reason)}</li>" for m in r.missing)
+            + "</ul></details>")
 
 
 def write_report(results: Sequence[Results], figures: Sequence[FigureData], out: Path,
@@ -60,22 +89,14 @@ def write_report(results: Sequence[Results], figures: Sequence[FigureData], out:
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(first.name)}: load test report</title>",
              f"<style>{CSS}</style></head><body>", f"<h1>{_e(first.name)}: load test report</h1>",
              f"<p>Generated {_e(time.strftime('%Y-%m-%d %H:%M %Z'))} by <code>python -m plots figures</code> from "
-             + ", ".join(f"<code>{_e(r.path)}</code>" for r in results) + ".</p>"]
+             + ", ".join(f"<code>{_e(r.path)}</code>" for r in results) + ".</p>", _rehearsal_banner(results)]
     for r in results:
         parts.append(f"<h2>{_e(r.name)} <small>({_e(r.kind)}, {len([c for c in r.cells if c.complete])} of {r.planned} cells complete)</small></h2>")
         if r.description:
             parts.append(f"<p>{_e(r.description)}</p>")
-        parts.append("<h3>Server</h3>" + _server_table(r.server))
-        versions = sorted({c.server.get("version", "") for c in r.cells} - {""})
-        if versions:
-            parts.append(f"<p>Version reported by the server: {_e(', '.join(versions))}</p>")
-        if r.missing:
-            parts.append(f"<h3>Missing or partial cells ({len(r.missing)})</h3><ul class=missing>"
-                         + "".join(f"<li>cell {_e(m.index)} <b>{_e(m.label)}</b> (<code>{_e(m.key)}</code>): {_e(m.reason)}</li>" for m in r.missing)
-                         + "</ul>")
-        else:
-            parts.append("<p>Every cell is complete.</p>")
+        parts.append(_server_html(r))
         parts.append("<h3>Cells</h3>" + (table_html(cells_table(r)) if r.cells else "<p>No cell has results yet.</p>"))
+        parts.append(_missing_html(r))
     for title, body in extra_tables:
         parts.append(f"<h2>{_e(title)}</h2>{body}")
     parts.append("<h2>Figures</h2>")

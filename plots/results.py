@@ -20,6 +20,7 @@ from llmload.errors import ResultsError
 
 from llmload.results.jsonl import iter_json_lines
 from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by_key
+from llmload.results.provenance import served_by_of
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import check_metric_path
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version, rebuild_summary
@@ -58,6 +59,7 @@ class Cell:
     settings: dict[str, str]
     summary: dict[str, Any]
     server: dict[str, str]
+    """What the scenario declares the study ran on (not checked against the server): see ``served_by``."""
     complete: bool
     source: str = ""
     """The results folder this cell was loaded from (for figures over several folders)."""
@@ -72,6 +74,11 @@ class Cell:
         if recorded not in (None, ""):
             return recorded
         return self.settings.get(key) or (self.server.get("gpu") if key == "GPU" else None)
+
+    @property
+    def served_by(self) -> dict[str, Any] | None:
+        """What answered this cell's requests, by the server's own report; None in results older than the record."""
+        return served_by_of(self.config)
 
     @property
     def gpu(self) -> str:
@@ -187,13 +194,10 @@ def _load_run(path: Path) -> Results:
         summary = rebuild_summary(path).to_dict()
     settings = _settings_from_config(summary.get("config") or {})
     label = " ".join(settings.get(k, "") for k in ("GPU", "MODEL", "PROMPTS", "EFFORT")) + f" u{settings.get('USERS', '?')}"
-    server = {"gpu": settings.get("GPU", "?")}
-    if summary.get("config", {}).get("server_version"):
-        server["version"] = str(summary["config"]["server_version"])
     complete = not summary.get("partial")
-    cell = Cell(path, path.name, 0, label, settings, summary, server, complete, str(path))
+    cell = Cell(path, path.name, 0, label, settings, summary, {}, complete, str(path))  # a lone run declares no server
     missing = () if complete else (MissingCell(0, path.name, label, "partial: the run died; missing " + "; ".join(summary.get("missing") or [])),)
-    return Results(path, "run", path.name, f"one run ({label})", server, (cell,), missing, 1)
+    return Results(path, "run", path.name, f"one run ({label})", {}, (cell,), missing, 1)
 
 
 def _load_sweep(path: Path) -> Results:
@@ -238,7 +242,7 @@ def _load_cell(d: Path | None, entry: dict[str, Any], source: str) -> Cell | str
     info = marker if isinstance(marker, dict) else entry
     settings = {str(k): str(v) for k, v in (info.get("settings") or _settings_from_config(summary.get("config") or {})).items()}
     return Cell(d, str(info.get("key", d.name)), info.get("index"), str(info.get("label") or d.name), settings, summary,
-                {str(k): str(v) for k, v in (info.get("server") or {}).items()}, marker is not None, source)
+                {str(k): str(v) for k, v in (info.get("declared_server") or info.get("server") or {}).items()}, marker is not None, source)
 
 
 def load_results(path: str | Path) -> Results:

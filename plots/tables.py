@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from llmload.results.provenance import is_rehearsal
 from plots.results import Cell, Results, ResultsError
 
 __all__ = ["Table", "CompareRow", "pct_change", "outputs_differ", "match_cells", "compare_rows", "compare_table",
-           "compare", "cells_table", "OUTPUT_TOLERANCE"]
+           "compare", "cells_table", "served_by_short", "OUTPUT_TOLERANCE"]
 
 OUTPUT_TOLERANCE = 0.10
 FLAG = "†"
@@ -120,15 +121,26 @@ def compare_table(rows: Sequence[CompareRow]) -> Table:
                   "tuned mean TPOT (ms)", "change"), tuple(body), ("l", "r", "r", "r", "r", "r", "r"), tuple(notes))
 
 
+def served_by_short(cell: Cell) -> str:
+    """A cells-table word for what answered: ``REHEARSAL llmload.sim h100 20x`` or the server's reported version."""
+    s = cell.served_by
+    if s is None:
+        return "not recorded"
+    if is_rehearsal(s):
+        return f"REHEARSAL {s.get('name')} {s.get('gpu_profile')} {s.get('speedup') or 1:g}x"
+    return f"server {s.get('version') or '(no /version)'}"
+
+
 def _describe(results: Results) -> str:
     server = results.server
     bits = [f"`{results.path}`", results.name]
+    served = sorted({served_by_short(c) for c in results.cells})
+    if served:
+        bits.append("served by " + " / ".join(served))
     if server.get("gpu"):
-        bits.append(f"GPU {server['gpu']}")
-    if server.get("version"):
-        bits.append(f"server {server.get('engine', '')} {server['version']}".replace("  ", " "))
+        bits.append(f"declared GPU {server['gpu']}")
     if server.get("command"):
-        bits.append(f"`{server['command']}`")
+        bits.append(f"declared `{server['command']}`")
     return ", ".join(bits)
 
 
@@ -160,12 +172,12 @@ def cells_table(results: Results | Sequence[Cell]) -> Table:
     body = []
     for c in cells:
         ratio = c.metric("answered_ratio")
-        body.append((str(c.index if c.index is not None else "-"), c.label, c.gpu, "complete" if c.complete else "partial",
+        body.append((str(c.index if c.index is not None else "-"), c.label, c.gpu, "complete" if c.complete else "partial", served_by_short(c),
                      str(int(c.metric("requests_ok") or 0)), _num(c.metric("rps"), 2),
                      _num(c.metric("response_time_ms.median"), 0), _num(c.metric("response_time_ms.p99"), 0),
                      _num(c.metric("ttft_ms.median"), 0), _num(c.metric("tpot_ms.mean"), 2),
                      _num(c.metric("output_throughput_tok_s"), 0), _num(c.metric("total_throughput_tok_s"), 0),
                      _num(c.metric("output_tokens.mean"), 0), "-" if ratio is None else f"{ratio:.0%}"))
-    return Table(("cell", "label", "GPU", "status", "ok", "req/s", "median RT (ms)", "p99 RT (ms)", "median TTFT (ms)",
+    return Table(("cell", "label", "GPU", "status", "served by", "ok", "req/s", "median RT (ms)", "p99 RT (ms)", "median TTFT (ms)",
                   "mean TPOT (ms)", "output tok/s", "total tok/s", "mean output tokens", "answered"),
-                 tuple(body), ("r", "l", "l", "l") + ("r",) * 10)
+                 tuple(body), ("r", "l", "l", "l", "l") + ("r",) * 10)

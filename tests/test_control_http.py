@@ -49,7 +49,7 @@ def test_every_control_call_sends_the_key_and_ignores_proxies(recorder, proxies_
     sampler.start()
     sampler.stop()
     paths = [path for _, path, _ in recorder.received]
-    assert paths == ["/v1/models", "/version", "/tokenize", "/health", "/metrics"]
+    assert paths == ["/v1/models", "/version", "/llmload/sim", "/tokenize", "/health", "/metrics"]  # /llmload/sim: is it the built-in target?
     assert recorder.authorizations() == {f"Bearer {KEY}"}
 
 

@@ -15,7 +15,8 @@ import pytest
 from conftest import REPO, run_cli
 from llmload.results.records import read_records
 from plots.figures import (answered_share, draw_all, fig1_response_time, fig2_requests_per_s, fig3_output_tokens,
-                           fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline, server_timeline, throughput_vs_latency)
+                           fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline, server_timeline, throughput_vs_latency,
+                           ttft_vs_users)
 from plots.results import ResultsError, load_results
 from plots.tables import compare, compare_rows, compare_table, outputs_differ, pct_change
 
@@ -95,7 +96,8 @@ def test_loading_a_single_run_folder(sweeps, tmp_path):
 def test_figures_1_to_4(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     by = {(c.model, c.effort, c.users): c for c in cells}
-    for fig, metric in ((fig1_response_time, "response_time_ms.median"), (fig2_requests_per_s, "rps")):
+    for fig, metric, n_path in ((fig1_response_time, "response_time_ms.median", "response_time_ms.count"),
+                                (fig2_requests_per_s, "rps", "requests_ok")):
         data = fig(cells, tmp_path)
         assert [p.name for p in data.files] == [f"{data.name}.png", f"{data.name}.svg"] and all(p.stat().st_size > 1000 for p in data.files)
         assert set(data.panels) == {"gpt-oss-20b builtin", "gpt-oss-120b builtin"}
@@ -104,7 +106,9 @@ def test_figures_1_to_4(sweeps, tmp_path):
             assert list(series) == ["low", "high"]
             for effort, s in series.items():
                 assert s.x == (1, 2) and s.y == tuple(by[(model, effort, u)].metric(metric) for u in (1, 2))
-        assert data.xlabel == "concurrent users" and ("(ms)" in data.ylabel or "requests/s" in data.ylabel)
+                assert s.n == tuple(int(by[(model, effort, u)].metric(n_path)) for u in (1, 2)) and all(n > 0 for n in s.n)
+                assert s.effort == effort and s.partial == (False, False)
+        assert data.xlabel == "concurrent users" and data.x_setting == "users" and ("(ms)" in data.ylabel or "requests/s" in data.ylabel)
     fig3 = fig3_output_tokens(cells, tmp_path)
     assert set(fig3.panels) == {"gpt-oss-20b", "gpt-oss-120b"} and fig3.files
     for panel, series in fig3.panels.items():
@@ -121,6 +125,31 @@ def test_figures_1_to_4(sweeps, tmp_path):
     assert list(fig4.panels) == ["gpt-oss-20b builtin"] and fig4.files
     s = fig4.panels["gpt-oss-20b builtin"]["low u1"]
     assert s.x == (30, 60, 120) and s.y[0] < s.y[2]
+    assert all(u >= y for u, y in zip(s.upper, s.y))  # the band reaches p90 above each median
+
+
+def test_every_figure_plots_against_the_setting_the_cells_vary(sweeps, tmp_path):
+    mt = load_results(sweeps["mt"]).cells  # one user throughout; only max_tokens varies
+    for fig in (fig1_response_time, fig2_requests_per_s, answered_share):
+        data = fig(mt, tmp_path)
+        assert data.x_setting == "max_tokens" and data.xlabel == "max_tokens" and "vs max_tokens" in data.title
+        (series,) = [s for panel in data.panels.values() for s in panel.values()]
+        assert series.x == (30, 60, 120) and len(series.n) == 3 and all(n > 0 for n in series.n)
+    fig3 = fig3_output_tokens(mt, tmp_path)
+    assert all(s.n[0] > 0 for panel in fig3.panels.values() for s in panel.values())
+
+
+def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
+    cells = load_results(sweeps["h100"]).cells
+    first = cells[0]
+    summary = {**first.summary, "ttft_ms": {**first.summary["ttft_ms"], "median_ci95": [1.0, 99.0], "count": 3},
+               "config": {**first.config, "slo_ttft_ms": 250}}
+    changed = [replace(first, summary=summary), *cells[1:]]
+    data = ttft_vs_users(changed, tmp_path)
+    assert data.slo == 250.0
+    points = [(s.ci95[i], s.thin[i]) for panel in data.panels.values() for s in panel.values() for i in range(len(s.x))]
+    assert ((1.0, 99.0), True) in points  # the interval issue-15 adds to summary.json; n=3 is thin
+    assert sum(ci is not None for ci, _ in points) == 1
 
 
 def test_figures_5_to_8_and_beyond(sweeps, tmp_path):
@@ -169,9 +198,11 @@ def test_partial_and_missing_cells(sweeps, tmp_path):
     assert done.returncode == 0, done.stderr
     assert gone["label"] in done.stdout and "not run" in done.stdout
     html = (folder / "report.html").read_text()
-    assert "Missing or partial cells (2)" in html and gone["label"] in html and gone["key"] in html
+    assert "Missing or partial cells (2 of 8)" in html and gone["label"] in html and gone["key"] in html
     series = fig1_response_time(r.cells, tmp_path / "f").panels["gpt-oss-20b builtin"]
     assert series["low"].x == (1,) and series["high"].x == (1, 2)  # low u2 is gone; high u1 (partial) is drawn
+    assert series["high"].partial == (True, False) and series["low"].partial == (False,)
+    assert html.index("Missing or partial cells") > html.index("<h3>Cells</h3>") and "<details>" in html
 
 
 def test_compare_math_with_literal_numbers():

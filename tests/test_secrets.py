@@ -71,7 +71,7 @@ def test_sweep_against_a_server_that_needs_a_key(locked_sim, tmp_path):
     assert code == 0, output
     with open(out / "cells.csv") as f:
         (row,) = list(csv.DictReader(f))
-    assert int(row["requests_ok"]) > 0 and row["server_version"] == "0.32.0-sim"
+    assert int(row["requests_ok"]) > 0 and row["served_by_version"] == "0.32.0-sim"
     assert int(row["server_samples"]) > 0  # the /metrics sampler sent the key too
     assert seen == [] and KEY not in output and files_holding_key(out) == []
 

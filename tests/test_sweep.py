@@ -37,7 +37,7 @@ def test_a_small_grid_end_to_end(tmp_path):
     assert len({r["key"] for r in table}) == 4
     for row in table:
         assert int(row["requests_ok"]) > 0 and float(row["rps"]) > 0 and float(row["response_time_ms_median"]) > 0
-        assert row["server_version"] == "0.32.0-sim" and float(row["server_running_max"]) >= 1
+        assert row["served_by_version"] == "0.32.0-sim" and float(row["server_running_max"]) >= 1
         cell = out / "cells" / row["key"]
         for name in ("samples.jsonl", "summary.json", "config.json", "locust_stats.csv", "locust.html",
                      "server_metrics.jsonl", "cell.json", "load.log"):

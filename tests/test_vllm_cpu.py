@@ -138,3 +138,16 @@ def test_a_model_without_reasoning(llama, tmp_path):
     for record in records:
         assert record.error is None and record.reasoning_tokens in (0, None)
         assert record.ttft_s == record.ttfvt_s and record.completion_tokens <= 16
+
+
+def test_a_real_vllm_is_recorded_as_what_it_reported(gptoss, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={gptoss}", f"OUT={out}", "USERS=1", "REQUESTS=2", "TEMPERATURE=0", timeout_s=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with urllib.request.urlopen(f"{gptoss}/version", timeout=10) as response:
+        reported = json.loads(response.read())["version"]
+    served_by = json.loads((out / "summary.json").read_text())["config"]["served_by"]
+    assert served_by["rehearsal"] is False and served_by["name"] == "server" and served_by["version"] == reported
+    assert "REHEARSAL" not in done.stdout and f"reports version {reported}" in done.stdout
+    bench = json.loads((out / "vllm_bench.json").read_text())
+    assert bench["completed"] == 2 and bench["llmload"]["served_by"] == served_by

@@ -23,12 +23,14 @@ class StreamAccumulator:
         "_first_content_s", "_reasoning_events", "_content_events", "_reasoning_usage_tokens",
         "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "warmup",
         "record_fields",
+        "arrival_stamps",
     )
 
     def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
                  warmup: bool = False, record_fields: dict[str, Any] | None = None) -> None:
         self.warmup = warmup
         self.record_fields = record_fields or {}  # RequestRecord fields known before sending (effort, schedule)
+        self.arrival_stamps = "user"  # the client says "kernel" or "mixed" when it used kernel receive stamps
         self.request_id = request_id
         self.prompt_id = prompt_id
         self.start_unix_s = start_unix_s
@@ -131,4 +133,5 @@ class StreamAccumulator:
             error_detail=detail,
             warmup=self.warmup,
             **self.record_fields,
+            arrival_stamps=self.arrival_stamps,
         )

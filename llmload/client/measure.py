@@ -42,20 +42,22 @@ def measure_request(
     on_record: Callable[[RequestRecord], None],
     warmup: bool = False,
     record_fields: dict[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> RequestRecord:
     """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
 
     ``record_fields`` are more RequestRecord fields known before sending, e.g. ``{"effort": "low"}``.
+    ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
     """
     request_id = uuid.uuid4().hex
-    acc = StreamAccumulator(request_id, prompt_id, time.time(), time.monotonic(), warmup, record_fields)
+    acc = StreamAccumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
     try:
         end_s = client.stream_chat(body, request_id, acc)
     except RequestFailed as failure:
-        record = acc.finish(time.monotonic(), failure.category, failure.detail)
+        record = acc.finish(clock(), failure.category, failure.detail)
     except BaseException:
         # Killed by the end of the run (gevent's GreenletExit) or Ctrl-C: keep what was measured.
-        on_record(acc.finish(time.monotonic(), "interrupted"))
+        on_record(acc.finish(clock(), "interrupted"))
         raise
     else:
         record = acc.finish(end_s)

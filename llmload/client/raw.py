@@ -1,9 +1,10 @@
 """A streaming chat client on plain sockets: one keep-alive connection, no hidden retries.
 
-Every socket read is stamped with ``time.monotonic()`` the moment it returns, and each SSE event
-completed by that read gets that stamp. Reads take whatever the kernel holds (up to 64 KiB), so
-nothing waits for a block to fill. Under Locust the socket module is gevent's. It connects straight
-to HOST, ignoring *_PROXY variables: the proxy policy of llmload.control_http.
+Each SSE event gets the arrival time of the piece of the response that completed it: the kernel's
+receive stamp on plain TCP under Linux, else ``time.monotonic()`` the moment the read returned
+(``arrival.py``). Reads take whatever the kernel holds (up to 64 KiB), so nothing waits for a block
+to fill. Under Locust the socket module is gevent's. It connects straight to HOST, ignoring
+*_PROXY variables: the proxy policy of llmload.control_http.
 """
 
 from __future__ import annotations
@@ -11,28 +12,35 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import orjson
 
 from llmload.client.accumulator import StreamAccumulator
+from llmload.client.arrival import READ_SIZE, ArrivalReader, RealtimeToMonotonic, ReadArrivalReader, arrival_reader
 from llmload.client.faults import error_message
+from llmload.client.readstats import PROCESS_READ_STATS, ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
 from llmload.control_http import split_base_url
 from llmload.errors import ProtocolError, RequestFailed
 
 __all__ = ["RawChatClient"]
 
-_READ_SIZE = 65536
 _ERROR_BODY_LIMIT = 65536
+_PROCESS_CLOCK = RealtimeToMonotonic()
 
 
 class RawChatClient:
     """Streams ``POST /v1/chat/completions`` over one reused HTTP/1.1 connection."""
 
-    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
+    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0, kernel_stamps: bool = True,
+                 read_stats: ReadStats = PROCESS_READ_STATS, clock: Callable[[], float] | None = None) -> None:
+        """``clock`` replaces the arrival stamps (a scripted clock in tests); it turns kernel stamps off."""
         self._scheme, self._host, self._port, prefix = split_base_url(base_url)
         self._timeout_s = timeout_s
+        self._kernel_stamps = kernel_stamps and clock is None
+        self._clock = clock or time.monotonic
+        self._read_stats = read_stats
         default_port = 443 if self._scheme == "https" else 80
         host_header = self._host if self._port == default_port else f"{self._host}:{self._port}"
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
@@ -41,15 +49,17 @@ class RawChatClient:
             f"Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: llmload\r\n{auth}"
         )
         self._sock: socket.socket | None = None
+        self._reader: ArrivalReader | None = None
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+            self._reader = None
 
-    def _connection(self) -> socket.socket:
-        if self._sock is not None and not _peer_closed(self._sock):
-            return self._sock
+    def _connection(self) -> tuple[socket.socket, ArrivalReader]:
+        if self._sock is not None and self._reader is not None and not _peer_closed(self._sock):
+            return self._sock, self._reader
         self.close()
         try:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
@@ -62,17 +72,21 @@ class RawChatClient:
             raise RequestFailed("connect", f"{self._host}:{self._port}: TLS handshake failed ({e.reason or e})") from None
         except OSError as e:
             raise RequestFailed("connect", f"{self._host}:{self._port}: {e.strerror or e}") from None
-        self._sock = sock
-        return sock
+        if self._kernel_stamps:
+            reader = arrival_reader(sock, self._read_stats, _PROCESS_CLOCK)
+        else:
+            reader = ReadArrivalReader(sock, self._read_stats, self._clock)
+        self._sock, self._reader = sock, reader
+        return sock, reader
 
     def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
         payload = orjson.dumps(body)
-        sock = self._connection()
+        sock, reader = self._connection()
         head = f"{self._head}X-Request-Id: {request_id}\r\nContent-Length: {len(payload)}\r\n\r\n"
         keep = False
         try:
             sock.sendall(head.encode() + payload)
-            end_s, keep = _read_stream(sock, acc)
+            end_s, keep = _read_stream(sock, reader, acc)
             return end_s
         except socket.timeout:
             raise RequestFailed("timeout", f"no data for {self._timeout_s:g} s") from None
@@ -81,6 +95,7 @@ class RawChatClient:
         except OSError as e:
             raise RequestFailed("disconnected", e.strerror or str(e)) from None
         finally:
+            acc.arrival_stamps = reader.stamps
             if not keep:
                 self.close()
 
@@ -101,21 +116,26 @@ def _peer_closed(sock: socket.socket) -> bool:
         sock.settimeout(timeout_s)
 
 
-def _read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes, float]:
-    """Status, lower-cased headers, the body bytes already read, and when they arrived."""
+def _read_head(reader: ArrivalReader) -> tuple[int, dict[str, str], list[tuple[bytes, float]]]:
+    """Status, lower-cased headers, and the body pieces already read with their arrival times."""
     buf = b""
     while True:
-        data = sock.recv(_READ_SIZE)
-        arrived_s = time.monotonic()
-        if not data:
-            raise RequestFailed("disconnected", "connection closed before the response headers")
-        buf += data
-        head_end = buf.find(b"\r\n\r\n")
-        if head_end >= 0:
-            break
-        if len(buf) > 65536:
-            raise ProtocolError("response headers over 64 KiB")
-    lines = buf[:head_end].decode("latin-1").split("\r\n")
+        pieces = reader.read()
+        for i, (data, arrived_s) in enumerate(pieces):
+            if not data:
+                raise RequestFailed("disconnected", "connection closed before the response headers")
+            buf += data
+            head_end = buf.find(b"\r\n\r\n")
+            if head_end >= 0:
+                body = buf[head_end + 4 :]
+                pending = ([(body, arrived_s)] if body else []) + pieces[i + 1 :]
+                return (*_parse_head(buf[:head_end]), pending)
+            if len(buf) > 65536:
+                raise ProtocolError("response headers over 64 KiB")
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
     try:
         status = int(lines[0].split(" ", 2)[1])
     except (IndexError, ValueError):
@@ -124,43 +144,47 @@ def _read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes, float]:
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
-    return status, headers, buf[head_end + 4 :], arrived_s
+    return status, headers
 
 
-def _read_stream(sock: socket.socket, acc: StreamAccumulator) -> tuple[float, bool]:
+def _pieces(reader: ArrivalReader, pending: list[tuple[bytes, float]]) -> Iterator[tuple[bytes, float]]:
+    """The pieces already read, then every later one; an empty piece is the end of the stream."""
+    yield from pending
+    read = reader.read
+    while True:
+        yield from read()
+
+
+def _read_stream(sock: socket.socket, reader: ArrivalReader, acc: StreamAccumulator) -> tuple[float, bool]:
     """Read one response, feeding its SSE events to ``acc``; (end time, connection reusable)."""
-    status, headers, data, arrived_s = _read_head(sock)
+    status, headers, pending = _read_head(reader)
     chunked = "chunked" in headers.get("transfer-encoding", "").lower()
     length = None if chunked else _content_length(headers)
     keep = headers.get("connection", "").lower() != "close" and (chunked or length is not None)
     if status != 200:
-        raise RequestFailed(f"http_{status}", _error_body(sock, data, chunked, length))
+        raise RequestFailed(f"http_{status}", _error_body(sock, b"".join(d for d, _ in pending), chunked, length))
     decoder = ChunkedDecoder() if chunked else None
     sse = SSEDecoder()
     received = 0
-    recv = sock.recv
     loads = orjson.loads
-    while True:
-        if data:
-            received += len(data)
-            body = decoder.feed(data) if decoder is not None else data
-            for event in sse.feed(body):
-                if event == b"[DONE]":
-                    acc.on_done(arrived_s)
-                    continue
-                try:
-                    chunk = loads(event)
-                except orjson.JSONDecodeError:
-                    raise ProtocolError(f"SSE data is not JSON: {event[:80]!r}") from None
-                acc.on_chunk(arrived_s, chunk)
-            if (decoder is not None and decoder.done) or (length is not None and received >= length):
-                break
-        data = recv(_READ_SIZE)
-        arrived_s = time.monotonic()
+    for data, arrived_s in _pieces(reader, pending):
         if not data:
             if decoder is None and length is None:
                 break  # a close-delimited body ends here
             raise RequestFailed("disconnected", "connection closed mid-stream")
+        received += len(data)
+        body = decoder.feed(data) if decoder is not None else data
+        for event in sse.feed(body):
+            if event == b"[DONE]":
+                acc.on_done(arrived_s)
+                continue
+            try:
+                chunk = loads(event)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"SSE data is not JSON: {event[:80]!r}") from None
+            acc.on_chunk(arrived_s, chunk)
+        if (decoder is not None and decoder.done) or (length is not None and received >= length):
+            break
     if acc.done_s is None and acc.stream_error is None:  # an error object says more than a missing [DONE]
         raise RequestFailed("protocol", "stream ended without data: [DONE]")
     return acc.done_s or arrived_s, keep
@@ -183,7 +207,7 @@ def _error_body(sock: socket.socket, data: bytes, chunked: bool, length: int | N
     while len(body) < _ERROR_BODY_LIMIT and not (decoder is not None and decoder.done):
         if length is not None and len(body) >= length:
             break
-        more = sock.recv(_READ_SIZE)
+        more = sock.recv(READ_SIZE)
         if not more:
             break
         body += decoder.feed(more) if decoder is not None else more

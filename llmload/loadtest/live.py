@@ -1,8 +1,15 @@
-"""The web UI's streaming table: live TTFT, TTFVT, TPOT, ITL and token figures of the current test."""
+"""The web UI's LLM view: the *Streaming metrics* table and charts over time of TTFT, TTFVT, ITL and tokens/s.
+
+``LiveStats`` keeps the current test's figures (bounded); ``/llmload/series`` serves them as data
+(the charts page, ``/llmload/charts``, draws them); a small script in Locust's page puts that page
+under Locust's own charts and names Locust's size column for what it holds (output tokens).
+"""
 
 from __future__ import annotations
 
-from collections import deque
+import time
+from collections import Counter, deque
+from importlib import resources
 from typing import Any, Callable
 
 import orjson
@@ -11,18 +18,38 @@ from flask import request as flask_request
 from llmload.results.records import RequestRecord
 from llmload.results.summary import distribution, token_stats
 
-__all__ = ["LiveStats", "install_streaming_tab"]
+__all__ = ["LiveStats", "install_streaming_tab", "SERIES_PATH", "CHARTS_PATH", "WINDOW_S"]
+
+SERIES_PATH = "/llmload/series"
+CHARTS_PATH = "/llmload/charts"
+WINDOW_S = 5.0
+"""Width of one point of the charts over time, in seconds of the test."""
+
+
+class _Window:
+    """What finished or arrived within one WINDOW_S of the test."""
+
+    __slots__ = ("ttft_s", "ttfvt_s", "itl_s", "output_tokens")
+
+    def __init__(self) -> None:
+        self.ttft_s: list[float] = []
+        self.ttfvt_s: list[float] = []
+        self.itl_s: list[float] = []
+        self.output_tokens = 0.0
 
 
 class LiveStats:
-    """Streaming metrics of the current test, for the web UI table: the most recent values of each.
+    """Streaming metrics of the current test, for the web UI: the most recent values, and per-window series.
 
     Bounded, so a long run's memory stays flat (summary.json has the exact figures over every request).
     """
 
     MAX_VALUES = 1_000_000
+    MAX_ITL_PER_WINDOW = 100_000
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.run_dir = ""
         self.clear()
 
     def clear(self) -> None:
@@ -31,41 +58,123 @@ class LiveStats:
 
         self.ttft_s, self.ttfvt_s, self.tpot_s, self.itl_s = window(), window(), window(), window()
         self.output_tokens, self.reasoning_tokens, self.prompt_tokens = window(), window(), window()
+        self.started_unix_s = self.clock()
+        self.windows: dict[int, _Window] = {}
+        self.finish_reasons: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.answered = 0
+        self.ok = 0
+
+    def _window(self, t_unix_s: float) -> _Window:
+        return self.windows.setdefault(max(0, int((t_unix_s - self.started_unix_s) // WINDOW_S)), _Window())
 
     def add(self, r: RequestRecord) -> None:
-        if not r.ok:
+        if r.warmup:
             return
+        if not r.ok:
+            self.errors[r.error or "unknown"] += 1
+            return
+        self.ok += 1
+        self.answered += r.answered
+        self.finish_reasons[r.finish_reason or "none"] += 1
         for values, value in ((self.ttft_s, r.ttft_s), (self.ttfvt_s, r.ttfvt_s), (self.tpot_s, r.tpot_s),
                               (self.output_tokens, r.completion_tokens), (self.reasoning_tokens, r.reasoning_tokens),
                               (self.prompt_tokens, r.prompt_tokens)):
             if value is not None:
                 values.append(value)
         self.itl_s.extend(r.itl_s)
+        self._add_to_windows(r)
+
+    def _add_to_windows(self, r: RequestRecord) -> None:
+        """Latencies go to the window their moment fell in; output tokens spread over the events that carried them."""
+        if r.ttft_s is None:
+            return
+        t = r.start_unix_s + r.ttft_s
+        self._window(t).ttft_s.append(r.ttft_s)
+        if r.ttfvt_s is not None:
+            self._window(r.start_unix_s + r.ttfvt_s).ttfvt_s.append(r.ttfvt_s)
+        per_event = (r.completion_tokens or 0) / (1 + len(r.itl_s))
+        self._window(t).output_tokens += per_event
+        for gap in r.itl_s:
+            t += gap
+            w = self._window(t)
+            w.output_tokens += per_event
+            if len(w.itl_s) < self.MAX_ITL_PER_WINDOW:
+                w.itl_s.append(gap)
+
+    def series(self) -> dict[str, Any]:
+        """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s)."""
+        points = []
+        finished = int((self.clock() - self.started_unix_s) // WINDOW_S)  # the window still filling is left out
+        for index in sorted(i for i in self.windows if i < finished):
+            w = self.windows[index]
+            point: dict[str, Any] = {"t_s": (index + 1) * WINDOW_S, "output_tok_s": w.output_tokens / WINDOW_S}
+            for name, values in (("ttft", w.ttft_s), ("ttfvt", w.ttfvt_s), ("itl", w.itl_s)):
+                d = distribution(values, 1000.0)
+                point[f"{name}_ms_p50"], point[f"{name}_ms_p90"], point[f"{name}_n"] = d.median, d.p90, d.count
+            points.append(point)
+        return {"window_s": WINDOW_S, "run_dir": self.run_dir, "points": points}
 
     def rows(self) -> list[dict[str, Any]]:
-        rows = []
+        rows = [_row(f"results folder: {self.run_dir}")] if self.run_dir else []
         for name, values in (("TTFT (ms)", self.ttft_s), ("TTFVT (ms)", self.ttfvt_s),
                              ("TPOT (ms)", self.tpot_s), ("ITL (ms)", self.itl_s)):
             d = distribution(values, 1000.0)
-            rows.append({"metric": name, "count": d.count, "mean": d.mean, "median": d.median, "p90": d.p90, "p99": d.p99, "max": d.max})
+            rows.append(_row(name, d.count, d.mean, d.median, d.p90, d.p99, d.max))
         for name, counts in (("output tokens", self.output_tokens), ("reasoning tokens", self.reasoning_tokens),
                              ("prompt tokens", self.prompt_tokens)):
             t = token_stats(counts)
-            rows.append({"metric": name, "count": t.count, "mean": t.mean, "median": t.median, "p90": None, "p99": None, "max": t.max})
+            rows.append(_row(name, t.count, t.mean, t.median, maximum=t.max))
+        elapsed_s = max(self.clock() - self.started_unix_s, 1e-9)
+        rows.append(_row("output tokens/s (mean so far)", len(self.output_tokens), sum(self.output_tokens) / elapsed_s))
+        output, reasoning = sum(self.output_tokens), sum(self.reasoning_tokens)
+        rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
+        rows.append(_row("reasoning share of output (%)", len(self.reasoning_tokens), 100.0 * reasoning / output if output else None))
+        done = self.ok + sum(self.errors.values())
+        for reason, n in sorted(self.finish_reasons.items()):
+            rows.append(_row(f"finish_reason {reason} (% of requests)", n, 100.0 * n / done))
+        for error, n in sorted(self.errors.items()):
+            rows.append(_row(f"error {error} (% of requests)", n, 100.0 * n / done))
         for row in rows:
             row.update({k: round(v, 2) for k, v in row.items() if isinstance(v, float)})
         return rows
 
 
+def _row(metric: str, count: int | None = None, mean: float | None = None, median: float | None = None,
+         p90: float | None = None, p99: float | None = None, maximum: float | None = None) -> dict[str, Any]:
+    return {"metric": metric, "count": count, "mean": mean, "median": median, "p90": p90, "p99": p99, "max": maximum}
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("llmload").joinpath(f"data/webui/{name}").read_bytes()
+
+
 def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | None"]) -> None:
-    """Add the *Streaming metrics* tab to Locust's web UI, filled from ``live_stats()`` on every poll."""
+    """Add the *Streaming metrics* tab, the series endpoint and the charts page to Locust's web UI."""
+    # The form lists the options in the table's order (host, gpu, model, effort, ..., key last), not a-z.
+    web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {"sort_keys": False}
     web_ui.template_args["extended_tabs"] = [{"title": "Streaming metrics", "key": "streaming"}]
     web_ui.template_args["extended_tables"] = [{"key": "streaming", "structure": [
-        {"key": k, "title": t} for k, t in (("metric", "Metric"), ("count", "Count"), ("mean", "Mean"),
+        {"key": k, "title": t} for k, t in (("metric", "Metric"), ("count", "Count"), ("mean", "Mean or share"),
                                             ("median", "Median"), ("p90", "P90"), ("p99", "P99"), ("max", "Max"))]}]
+
+    @web_ui.app.route(SERIES_PATH)
+    def _series() -> Any:
+        stats = live_stats()
+        body = stats.series() if stats is not None else {"window_s": WINDOW_S, "run_dir": "", "points": []}
+        return web_ui.app.response_class(orjson.dumps(body), mimetype="application/json")
+
+    @web_ui.app.route(CHARTS_PATH)
+    def _charts() -> Any:
+        return web_ui.app.response_class(_asset("charts.html"), mimetype="text/html")
 
     @web_ui.app.after_request
     def _add_streaming_stats(response: Any) -> Any:
+        if flask_request.path == "/" and response.mimetype == "text/html":
+            response.direct_passthrough = False
+            page = response.get_data()
+            response.set_data(page.replace(b"</body>", b"<script>" + _asset("inject.js") + b"</script></body>", 1))
+            return response
         if flask_request.path != "/stats/requests" or not response.is_json:
             return response
         stats = live_stats()

@@ -5,14 +5,16 @@ from __future__ import annotations
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from llmload.control_http import get_json, server_root, split_base_url
 from llmload.errors import ControlCallFailed, ServerError
 from llmload.options import bare_model_name
+from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class ServerInfo:
     models: tuple[str, ...]
     version: str | None
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
+    simulator: dict[str, Any] | None = None
+    """The built-in target's own description (GPU profile, SPEEDUP); None for any other server."""
 
 
 _TLS_HANDSHAKE_S = 3.0
@@ -74,7 +78,11 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
         version = str(get_json(f"{root}/version", api_key, timeout_s)["version"])
     except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"
         version = None
-    return ServerInfo(root, models, version)
+    try:
+        simulator = get_json(f"{root}{IDENTITY_PATH}", api_key, timeout_s)
+    except (ControlCallFailed, ValueError):  # any failure means a server other than the built-in target
+        simulator = None
+    return ServerInfo(root, models, version, simulator if isinstance(simulator, dict) else None)
 
 
 def resolve_model(requested: str, info: ServerInfo) -> str:
@@ -94,6 +102,19 @@ def resolve_model(requested: str, info: ServerInfo) -> str:
 def continuous_usage(choice: str, info: ServerInfo) -> bool:
     """CONTINUOUS_USAGE resolved: ``auto`` asks for usage on every chunk only from vLLM (it answers /version)."""
     return choice == "on" or (choice == "auto" and info.version is not None)
+
+
+def served_by(info: ServerInfo, model: str) -> dict[str, Any]:
+    """What answered the requests, as the server itself reported it (never what a scenario declares).
+
+    ``rehearsal`` is true for the built-in target, whose timings are simulated (and SPEEDUP times faster).
+    """
+    if info.simulator is not None:
+        sim = info.simulator
+        return {"name": str(sim.get("served_by", "llmload.sim")), "rehearsal": True, "version": sim.get("version"),
+                "model": model, "gpu_profile": sim.get("gpu_profile"), "speedup": float(sim.get("speedup") or 1.0),
+                "host": info.base_url}
+    return {"name": "server", "rehearsal": False, "version": info.version, "model": model, "host": info.base_url}
 
 
 def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]], api_key: str = "", timeout_s: float = 30.0) -> int:

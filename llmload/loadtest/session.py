@@ -13,6 +13,7 @@ from typing import Any
 import gevent
 import orjson
 from gevent.event import Event
+from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
@@ -21,16 +22,20 @@ from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.arrivals import Arrivals
 from llmload.loadtest.budget import RequestBudget
+from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, WorkerForwarder, plan_of, share
 from llmload.loadtest.earlystop import watch_slos
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model
+from llmload.loadtest.selfcheck import GeneratorMonitor
+from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
-from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
+from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
 from llmload.results.summary import summarize
+from llmload.results.vllm_bench import write_vllm_bench
 
 __all__ = ["RunSession", "current_session"]
 
@@ -61,38 +66,60 @@ class RunSession:
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
-        runner = environment.runner
-        end_test = runner.quit if o.headless else runner.stop
-        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.failure_backoff_s = o.failure_backoff
         self.failure_backoff_max_s = o.failure_backoff_max
-        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.nonce = o.nonce == "on"
-        # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
-        self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
-        self.max_concurrency = o.max_concurrency
-        self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self._next_prompt = 0
         self.client_name = o.client
         self.timeout_s = o.request_timeout
         self.seed = o.seed
+        self.users_started = 0
+        self.finished = False
+        self.stop_timeout_s = float(o.stop_timeout)
+        self.plan = plan_of(environment)
+        # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
+        self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
+        self.max_concurrency = o.max_concurrency
+        self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
+        self.dispatcher_started = False
+        self.slos = opts.parse_slos(o.slo)
+        self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
+        self.stopped_early: str | None = None
+        runner = environment.runner
+        end_test = runner.quit if o.headless else runner.stop
+        self.forwarder: WorkerForwarder | None = None
+        self.collector: MasterCollector | None = None
+        if isinstance(runner, WorkerRunner):  # the master writes the run's files and ends the test
+            self.budget = RequestBudget(
+                share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
+                (lambda: runner.send_message(WARMED)) if o.warmup_requests else None)
+            self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
+            self.forwarder = WorkerForwarder(runner)
+            self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
+            return
+        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
+        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "server_version": info.version, "users": environment.runner.target_user_count or o.num_users}
-        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, o.num_users)
+                       "served_by": served_by(info, model), "users": runner.target_user_count or o.num_users,
+                       "prompt_overrides": prompt_overrides(self.prompts)}
+        _check_target_plays(o, self.config["served_by"])
+        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
+        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, self.config["users"])
         self.run_dir = fresh_run_dir(base)
+        logger.info("llmload: results go to %s/", self.run_dir)
         self.config["out"] = str(self.run_dir)
         self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
         self.writer.start()
         (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
-        self.users_started = 0
-        self.finished = False
-        self.dispatcher_started = False
-        self.slos = opts.parse_slos(o.slo)
-        self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
-        self.stopped_early: str | None = None
+        if self.live is not None:
+            self.live.run_dir = str(self.run_dir)
+        if isinstance(runner, MasterRunner):
+            self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
+                                             lambda line: self._stop_for_failures(line, end_test))
+        self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
         if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
-            watch_slos(self, float(o.run_time or 60), runner.quit if o.headless else runner.stop)
+            watch_slos(self, float(o.run_time or 60), end_test)
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -103,27 +130,63 @@ class RunSession:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
         if not self.in_sequence:
             return rng.choice(self.prompts)
-        prompt = self.prompts[self._next_prompt % len(self.prompts)]
+        # With workers, worker p of n takes the set's prompts p, p + n, p + 2n, ...
+        index = self._next_prompt * self.plan.workers + self.plan.position
         self._next_prompt += 1
-        return prompt
+        return self.prompts[index % len(self.prompts)]
 
     def add(self, record: RequestRecord) -> None:
+        if self.forwarder is not None:
+            self.forwarder.add(record)
+            return
         self.writer.add(record)
         if self.slos and not record.warmup:
             self.measured.append(record)
         if self.live is not None:
             self.live.add(record)
 
+    def flush(self) -> None:
+        """Write the records held in memory (a worker's go to the master with its next batch)."""
+        if self.forwarder is None:
+            self.writer.flush()
+
     def finish(self, environment: Any) -> None:
-        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops."""
+        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops.
+
+        A worker sends its last records to the master instead; the master waits for every worker's.
+        """
         if self.finished:
             return
         self.finished = True
+        if self.forwarder is not None:
+            self.forwarder.close(self.monitor.stop())
+            return
+        loads = [self.monitor.stop()]
+        if self.collector is not None:
+            self.collector.collect(timeout_s=self.stop_timeout_s + 60)
+            loads += sorted(self.collector.loads, key=lambda load: load.name)
         self.writer.close()
-        summary = summarize(read_records(self.writer.path), self.config)
+        records = list(read_records(self.writer.path))
+        summary = summarize(records, self.config, check(loads))
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment),
                                                         stopped_early=self.stopped_early))
+        write_vllm_bench(self.run_dir, records, self.config)
         _write_locust_csv(environment, self.run_dir)
+        logger.info("llmload: results in %s/ (summary.json, vllm_bench.json, samples.jsonl, locust_*.csv)", self.run_dir)
+
+
+def _check_target_plays(o: Any, served_by: dict[str, Any]) -> None:
+    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
+    if not served_by.get("rehearsal"):
+        return
+    playing = served_by.get("gpu_profile")
+    if playing and o.gpu.strip().lower() != playing:
+        raise LoadTestError(f"GPU={o.gpu}: the built-in target plays {playing} and cannot change while it runs; "
+                            f"set GPU={playing}, or stop and start again with GPU={o.gpu}")
+    speedup = served_by.get("speedup") or 1.0
+    if o.speedup != 1.0 and o.speedup != speedup:
+        raise LoadTestError(f"SPEEDUP={o.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
+                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={o.speedup:g}")
 
 
 def _api_key_for(options: Any, host: str, start_host: str) -> str:

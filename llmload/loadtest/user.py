@@ -21,6 +21,7 @@ from llmload.client.body import chat_body
 from llmload.client.faults import normalised_detail
 from llmload.client.measure import make_client, measure_request
 from llmload.errors import LoadTestError, RequestFailed
+from llmload.loadtest.distributed import register_messages
 from llmload.loadtest.live import install_streaming_tab
 from llmload.loadtest.openloop import run_open_loop
 from llmload.loadtest.pacing import FailureBackoff
@@ -55,7 +56,7 @@ class ChatUser(User):
             return  # the test did not start (its error is logged); chat() stops this user
         session.users_started += 1
         self.backoff = FailureBackoff(session.failure_backoff_s, session.failure_backoff_max_s)
-        self.rng = random.Random(session.seed * 1_000_003 + session.users_started)
+        self.rng = random.Random(session.seed * 1_000_003 + session.plan.position * 100_003 + session.users_started)
         self.client = make_client(session.client_name, session.host, session.api_key, session.timeout_s)
 
     def on_stop(self) -> None:
@@ -137,12 +138,13 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 def _on_quitting(environment: Any, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
-        session.writer.flush()
+        session.flush()
 
 
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     environment.llmload_start_host = environment.host  # the host the environment's API key is for
+    register_messages(environment, current_session)
     environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
     if environment.web_ui:
         install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)

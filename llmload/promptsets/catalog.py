@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
 from llmload.errors import PromptSetError
 
-__all__ = ["Prompt", "load_prompt_set", "BUILTIN", "GENERATED"]
+__all__ = ["Prompt", "load_prompt_set", "BUILTIN", "GENERATED", "prompt_overrides"]
 
 BUILTIN = "builtin"
 GENERATED = ("2k", "4k", "8k")
@@ -100,3 +100,16 @@ def load_prompt_set(spec: str, seed: int = 0) -> tuple[Prompt, ...]:
         hint = "run `make prompts` first" if spec in GENERATED else f"use 2k, 4k, 8k, {BUILTIN}, sharegpt:PATH, random:IN:OUT or a prompts JSONL path"
         raise PromptSetError(f"PROMPTS={spec}: {path} does not exist; {hint}")
     return _parse_lines(path.read_bytes().splitlines(), str(path))
+
+
+def prompt_overrides(prompts: Sequence[Prompt]) -> dict[str, str]:
+    """Body fields the prompts set themselves, over the run's options: ``{"max_tokens": "128"}`` or ``"4-1024"``."""
+    values: dict[str, set[Any]] = {}
+    for prompt in prompts:
+        for key, value in prompt.request.items():
+            values.setdefault(key, set()).add(value)
+    out = {}
+    for key, seen in sorted(values.items()):
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen)
+        out[key] = f"{min(seen):g}-{max(seen):g}" if numbers and len(seen) > 1 else ", ".join(sorted(str(v) for v in seen))
+    return out

@@ -66,6 +66,9 @@ class RequestRecord:
     """With RATE: when the schedule had the request sent (start_monotonic_s is when it was); None in closed loop."""
     slot_wait_s: float | None = None
     """With RATE: how long the request, once due, waited for one of MAX_CONCURRENCY slots (0 without a cap)."""
+    arrival_stamps: str = "user"
+    """Where event arrival times came from: "kernel" (the kernel's receive stamp of the segment that
+    completed each event), "user" (the moment the client's read returned), or "mixed"."""
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmload.results.generator import limit_warning
+from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
+
 __all__ = ["format_result"]
 
 _WIDTH = 50
@@ -105,18 +108,29 @@ def _effort_part(effort: str, part: dict[str, Any], requests_ok: int) -> list[st
     return rows + _slo_rows(part)
 
 
+def _max_tokens(config: dict[str, Any]) -> str:
+    """What was sent: a prompt set such as random:IN:OUT sets max_tokens per prompt, over MAX_TOKENS."""
+    by_prompt = (config.get("prompt_overrides") or {}).get("max_tokens")
+    if by_prompt:
+        return f"{by_prompt} (set by each prompt" + (f"; MAX_TOKENS={config['max_tokens']} not sent)" if config.get("max_tokens") else ")")
+    return str(config.get("max_tokens") or "server default")
+
+
 def format_result(summary: dict[str, Any]) -> str:
     """The block for a summary.json's contents."""
     config = summary.get("config", {})
     answered = summary["answered_ratio"]
     reasoning_share = summary["reasoning_ratio"]
+    served_by = served_by_of(config)
+    rehearsal = is_rehearsal(served_by)
     lines = [
-        _rule(" Serving Benchmark Result ", "="),
+        _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
         *_status(summary),
         *([f"{'':<50}[95% interval]"] if "rps_ci95" in summary else []),
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
+        "Served by: " + served_by_text(served_by),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} {_load(config)} "
-             f"max_tokens={config.get('max_tokens') or 'server default'} client={config.get('client')}"),
+             f"max_tokens={_max_tokens(config)} client={config.get('client')}"),
         _row("Successful requests:", summary["requests_ok"]),
         _row("Failed requests:", summary["requests_failed"]),
         _row("Interrupted at the end:", summary["requests_interrupted"]),
@@ -149,5 +163,33 @@ def format_result(summary: dict[str, Any]) -> str:
         lines += _effort_part(effort, part, summary["requests_ok"])
     if summary["errors"]:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
+    generator = summary.get("generator")
+    if generator:
+        lines += _generator(generator)
     lines.append(_rule(fill="="))
+    warning = limit_warning(generator) if generator else None
+    if warning:
+        lines.append(warning)
     return "\n".join(lines)
+
+
+def _lag(lag: dict[str, Any]) -> str:
+    if lag["count"] == 0:
+        return "n/a"
+    return f"{lag['p50']:.2f} / {lag['p99']:.2f} / {lag['max']:.2f}"
+
+
+def _generator(generator: dict[str, Any]) -> list[str]:
+    """The generator's own figures, one group per process."""
+    lines = []
+    several = len(generator["processes"]) > 1
+    for p in generator["processes"]:
+        lines += [
+            _rule(f"Load generator: {p['name']}" if several else "Load generator"),
+            _row("CPU (cores):", p["cpu_cores"]),
+            _row("Events per read (mean/max):", f"{p['events_per_read'] or 0:.2f} / {p['max_events_per_read']}"),
+            _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p["arrival_to_read_lag_ms"])),
+            _row("Event-loop lag p50/p99/max (ms):", _lag(p["event_loop_lag_ms"])),
+        ]
+    lines.append(_row("Generator limited the run:", "yes" if generator["generator_limited"] else "no"))
+    return lines

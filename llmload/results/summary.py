@@ -19,6 +19,7 @@ import numpy as np
 from llmload.errors import ResultsError
 from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
+from llmload.results.generator import GeneratorCheck
 from llmload.results.records import RequestRecord
 from llmload.results.slo import SloResult, check_slo, is_good
 
@@ -201,6 +202,8 @@ class Summary(Measures):
     stopped_early: str | None = None
     """EARLY_STOP=on: why the run ended before DURATION (an SLO that surely failed); None otherwise."""
     config: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorCheck | None = None
+    """The load generator's own state (CPU, read and event-loop lag); None when not observed."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -287,8 +290,9 @@ def _check(slo: Slo, d: Distribution) -> SloResult:
     return check_slo(slo, getattr(d, slo.stat), getattr(d, f"{slo.stat}_ci95", None))
 
 
-def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None) -> Summary:
-    """The Summary of a run's records; ``config`` is copied in as the run's options."""
+def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
+              generator: GeneratorCheck | None = None) -> Summary:
+    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are."""
     config = dict(config or {})
     measured = [r for r in records if not r.warmup]
     span_s = _span_s(measured)
@@ -299,7 +303,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
-                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config)
+                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator)
 
 
 def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:

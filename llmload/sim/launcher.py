@@ -15,6 +15,8 @@ from llmload.errors import ServerError
 from llmload.processes import die_with_parent
 
 READY_PREFIX = "READY "
+IDENTITY_PATH = "/llmload/sim"
+"""Where the built-in target says what it is (GPU profile, SPEEDUP); real servers answer 404, so a run tells them apart."""
 # Directory that contains the llmload package, so the child imports this same copy.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 

@@ -15,6 +15,7 @@ import orjson
 from .chunks import SSE_TYPE, StreamEncoder, error_body
 from .engine import Engine
 from .http11 import HttpConnection, Request
+from .launcher import IDENTITY_PATH
 from .metrics import metrics_text
 from .profiles import normalize_effort
 from .responses import FullResponse, StreamResponse
@@ -50,9 +51,10 @@ class SimApp:
     """Routes requests for one engine/model."""
 
     def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "", fault: str | None = None,
-                 fault_rate: float = 1.0, seed: int = 0) -> None:
+                 fault_rate: float = 1.0, seed: int = 0, identity: dict[str, Any] | None = None) -> None:
         self.engine = engine
         self._authorization = f"Bearer {api_key}".encode() if api_key else None
+        self.identity = {"served_by": "llmload.sim", "version": VERSION, "model": engine.profile.served_model, **(identity or {})}
         self.fault = fault
         """A fault kind (chunks.FAULTS or http-<code>) injected into a share ``fault_rate`` of chat requests."""
         self.fault_rate = fault_rate
@@ -66,6 +68,7 @@ class SimApp:
         self._routes = {
             "/health": ("GET", self._health),
             "/version": ("GET", self._version),
+            IDENTITY_PATH: ("GET", self._identity),
             "/v1/models": ("GET", self._models),
             "/metrics": ("GET", self._metrics),
             "/tokenize": ("POST", self._tokenize),
@@ -106,6 +109,10 @@ class SimApp:
     def _version(self, conn: HttpConnection, req: Request) -> None:
         """GET /version."""
         conn.send(200, orjson.dumps({"version": VERSION}))
+
+    def _identity(self, conn: HttpConnection, req: Request) -> None:
+        """GET /llmload/sim: what this target is and how fast it plays (a rehearsal, not a measurement)."""
+        conn.send(200, orjson.dumps(self.identity))
 
     def _models(self, conn: HttpConnection, req: Request) -> None:
         """GET /v1/models: the one served model."""

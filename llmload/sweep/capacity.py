@@ -110,7 +110,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     step_options = opts.parse_run_args([f"{k}={v}" for k, v in base.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
     with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
             target(step_options) as url:
-        server = {"version": probe_server(url, api_key).version or ""}
+        probe_server(url, api_key)  # a target that does not answer stops the search before any step
         while True:
             load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
             if load is None:
@@ -124,9 +124,10 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
             cell_dir = out / "cells" / key
             if not (cell_dir / CELL_FILE).exists():
                 _set_aside(cell_dir)
-                cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", server, opts.parse_duration_s(settings.get("DURATION", "120s")))
+                cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", {},
+                            opts.parse_duration_s(settings.get("DURATION", "120s")))
                 started_s = time.monotonic()
-                ran = _run_cell(cell, cell_dir, url, speedup, 1.0, api_key, server, lambda elapsed_s: None, signals)
+                ran = _run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
                 if signals.first:
                     raise Interrupted(signals.first, f"step {searched}={settings[searched]} stopped early and is kept "
                                                      f"unfinished in {cell_dir}; rerun the same command to resume")

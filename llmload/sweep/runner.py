@@ -1,6 +1,6 @@
 """`make sweep`: every cell of a scenario, headless, one after another; resumable; one results table.
 
-    OUT/scenario.json          the scenario as run, and what the server said it was
+    OUT/scenario.json          the scenario as run (its server block: what the study declares it ran on)
     OUT/cells.csv              one row per finished cell: its settings, its summary, its server metrics
     OUT/cells/<key>/           a finished cell: what `load` writes, load.log, server_metrics.jsonl, cell.json
     OUT/cells/<key>.partial-N/ a cell cut short (crash, kill, spot stop), kept as it was
@@ -62,7 +62,8 @@ def cell_row(cell_dir: Path) -> dict[str, Any]:
     summary = read_summary(cell_dir)
     row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"]}
     row.update(cell["settings"])
-    row["server_version"] = summary["config"].get("server_version")
+    _flatten("served_by", summary["config"].get("served_by") or {}, row)  # what answered, by its own report
+    _flatten("declared", cell.get("declared_server") or {}, row)  # what the scenario says the study ran on
     _flatten("", {k: v for k, v in summary.items() if k not in _SUMMARY_SKIP}, row)
     _flatten("server", cell["server_metrics"], row)
     return row
@@ -99,15 +100,20 @@ def _format_s(seconds: float) -> str:
     return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s"
 
 
-def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float]) -> float:
-    """How long a cell should take: its DURATION, or for a request count the mean of finished cells."""
+CELL_OVERHEAD_S = 5.0
+"""What a cell takes beyond its DURATION (target and Locust start, drain, files) until one has been timed."""
+
+
+def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overhead_s: list[float]) -> float:
+    """How long a cell should take: its DURATION plus the overhead cells took so far, or for a request
+    count the mean of finished cells."""
     if cell.duration_s is None:
         return sum(done_wall_s) / len(done_wall_s) if done_wall_s else 60.0
-    return cell.duration_s / speedup
+    return cell.duration_s / speedup + (sum(overhead_s) / len(overhead_s) if overhead_s else CELL_OVERHEAD_S)
 
 
 def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-              server: dict[str, str], tick: Callable[[float], None], signals: SignalForwarder) -> bool:
+              tick: Callable[[float], None], signals: SignalForwarder) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
@@ -126,7 +132,7 @@ def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_int
     if code != 0 or signals.first or not (cell_dir / SUMMARY_FILE).exists():
         return False
     marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
-              "settings": cell.settings, "server": server, "finished_unix_s": time.time(),
+              "settings": cell.settings, "declared_server": cell.server, "finished_unix_s": time.time(),
               "server_metrics": asdict(summarize_samples(read_samples(cell_dir / METRICS_FILE))),
               "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
     write_atomic(cell_dir / CELL_FILE, orjson.dumps(marker, option=orjson.OPT_INDENT_2))
@@ -168,22 +174,22 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
     progress(f"{scenario.name}: {len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run -> {out}")
     failed: list[Cell] = []
     done_wall_s: list[float] = []
+    overhead_s: list[float] = []
     for number, cell in enumerate(todo, 1):
         cell_dir = out / "cells" / cell.key
         aside = _set_aside(cell_dir)
         if aside is not None:
             progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
-        left_s = sum(_cell_expected_s(c, speedup, done_wall_s) for c in todo[number - 1:])
+        left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c in todo[number - 1:])
         progress(f"[{number}/{len(todo)}] cell {cell.index} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
         cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
         with target(cell_options) as url:
-            reported = probe_server(url, api_key).version
-            server = {**cell.server, **({"version": reported} if reported else {})}
+            probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
-            cell_s = _cell_expected_s(cell, speedup, done_wall_s)
-            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key, server,
+            cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
+            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
             live("")
@@ -191,6 +197,8 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
             raise Interrupted(signals.first, f"cell {cell.index} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "
                                              f"rerun the same command to resume: it runs that cell again")
         done_wall_s.append(time.monotonic() - started_s)
+        if cell.duration_s is not None:
+            overhead_s.append(max(0.0, done_wall_s[-1] - cell.duration_s / speedup))
         if ok:
             write_cells_csv(out)
             summary = read_summary(cell_dir)

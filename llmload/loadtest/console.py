@@ -1,0 +1,125 @@
+"""What a run says on the console: the start banner, and one progress line while the test runs.
+
+Kept apart from measuring (records) and from cli.py's process handling: these functions only
+format and print. The progress line is drawn only on a terminal (never into a log file or a pipe).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from llmload import options as opts
+from llmload.results.provenance import is_rehearsal, rehearsal_label
+
+__all__ = ["banner_lines", "override_notes", "progress_line", "format_s", "Progress"]
+
+
+def format_s(seconds: float) -> str:
+    """``42s``, ``2m05s``, ``1h02m``."""
+    seconds = max(0, int(round(seconds)))
+    minutes, s = divmod(seconds, 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def override_notes(options: Any, overrides: dict[str, str]) -> list[str]:
+    """Settings the prompt set replaces, said out loud (random:IN:OUT sends its own max_tokens)."""
+    notes = []
+    if "max_tokens" in overrides and options.max_tokens:
+        notes.append(f"MAX_TOKENS={options.max_tokens} is not sent: each prompt of PROMPTS={options.prompts} "
+                     f"sets its own max_tokens ({overrides['max_tokens']})")
+    return notes
+
+
+def _load_text(options: Any) -> str:
+    users = f"{options.num_users} user{'s' if options.num_users != 1 else ''}"
+    if options.requests:
+        return f"{options.requests} requests, at most {users} at once"
+    seconds = opts.scaled_duration_s(options)
+    scaled = f" (DURATION {options.run_time} / SPEEDUP {options.speedup:g})" if options.speedup != 1 else ""
+    return f"{format_s(seconds)} of load{scaled}, {users} (closed loop)"
+
+
+def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any], results: str,
+                 overrides: dict[str, str]) -> list[str]:
+    """The lines printed before any load: what is loaded, how, for how long, and where results go."""
+    max_tokens = overrides.get("max_tokens") or (options.max_tokens or "server default")
+    if is_rehearsal(served_by):
+        target = f"{host}: {rehearsal_label(served_by)}, simulated timings (not a measurement)"
+    else:
+        version = served_by.get("version")
+        target = f"{host} ({f'reports version {version}' if version else 'no /version: not vLLM?'})"
+    lines = [
+        f"llmload: {_load_text(options)}; effort {options.effort}, max_tokens {max_tokens}, prompts {options.prompts}, "
+        f"client {options.client}",
+        f"  target   {target}",
+        f"  model    {model}",
+        f"  results  {results}",
+    ]
+    lines += [f"  note     {n}" for n in override_notes(options, overrides)]
+    return lines
+
+
+def progress_line(elapsed_s: float, total_s: float | None, requests_done: int, requests_total: int = 0) -> str:
+    """``[#####.......] 42s of 2m00s, 1m18s left, 312 requests done``; past the end, the drain."""
+    done = f"{requests_done} requests done" + (f" of {requests_total}" if requests_total else "")
+    if total_s is None or total_s <= 0:
+        return f"{format_s(elapsed_s)} elapsed, {done}"
+    if elapsed_s >= total_s:
+        return f"{format_s(elapsed_s)}: load sent; waiting for the streams in flight to finish, {done}"
+    width = 24
+    filled = int(width * elapsed_s / total_s)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {format_s(elapsed_s)} of {format_s(total_s)}, " \
+           f"{format_s(total_s - elapsed_s)} left, {done}"
+
+
+class Progress:
+    """Redraws one status line a second on a terminal while a run writes ``samples``; nothing otherwise."""
+
+    def __init__(self, samples: Path, total_s: float | None, requests_total: int = 0, stream: TextIO = sys.stdout,
+                 clock: Callable[[], float] = time.monotonic, interval_s: float = 1.0) -> None:
+        self.samples, self.total_s, self.requests_total = samples, total_s, requests_total
+        self.stream, self.clock, self.interval_s = stream, clock, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._offset = 0
+        self._count = 0
+
+    def requests_done(self) -> int:
+        """Lines written to samples.jsonl so far (read incrementally: the file only grows)."""
+        try:
+            with self.samples.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return self._count
+        self._offset += len(data)
+        self._count += data.count(b"\n")
+        return self._count
+
+    def start(self) -> None:
+        if not self.stream.isatty():
+            return
+        started_s = self.clock()
+
+        def run() -> None:
+            while not self._stop.wait(self.interval_s):
+                line = progress_line(self.clock() - started_s, self.total_s, self.requests_done(), self.requests_total)
+                self.stream.write(f"\r\x1b[2K{line}")
+                self.stream.flush()
+
+        self._thread = threading.Thread(target=run, name="llmload-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self.stream.write("\r\x1b[2K")
+        self.stream.flush()

@@ -1,0 +1,39 @@
+"""What served a run, in words: a rehearsal on the built-in target is never shown as a measurement.
+
+A run's ``config.served_by`` (written by the load test from the server's own answers) says what
+answered the requests; a scenario's ``server`` block only says what the study declares it ran on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["served_by_of", "is_rehearsal", "rehearsal_label", "served_by_text"]
+
+
+def served_by_of(config: dict[str, Any]) -> dict[str, Any] | None:
+    """A summary config's ``served_by``; None for results written before it was recorded."""
+    value = config.get("served_by")
+    return value if isinstance(value, dict) else None
+
+
+def is_rehearsal(served_by: dict[str, Any] | None) -> bool:
+    return bool(served_by and served_by.get("rehearsal"))
+
+
+def rehearsal_label(served_by: dict[str, Any]) -> str:
+    """``REHEARSAL (built-in target playing h100, SPEEDUP 20x)``."""
+    return f"REHEARSAL (built-in target playing {served_by.get('gpu_profile') or '?'}, SPEEDUP {served_by.get('speedup') or 1:g}x)"
+
+
+def served_by_text(served_by: dict[str, Any] | None) -> str:
+    """One line: what answered the requests, by its own report."""
+    if served_by is None:
+        return "not recorded (results written before the suite recorded it)"
+    model = served_by.get("model") or "?"
+    if is_rehearsal(served_by):
+        return (f"{rehearsal_label(served_by)}: {served_by.get('name')} {served_by.get('version') or ''} serving {model}; "
+                "simulated timings, not a measurement").replace("  ", " ")
+    version = served_by.get("version")
+    reported = f"reports version {version}" if version else "reports no version (no /version)"
+    return f"the server at {served_by.get('host') or '?'} ({reported}) serving {model}"

@@ -1,0 +1,96 @@
+"""SLOs checked against measured distributions, and vLLM's per-request goodput test.
+
+An SLO passes when its statistic is within the limit; it is ``certain`` when the statistic's whole
+95% interval lies on the same side of the limit (what a capacity search needs to stop a step early).
+A request is good (counts towards goodput_rps, vLLM's definition) when it succeeded, got a visible
+answer, and its own value of every SLO metric is within the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from llmload.options import Slo
+from llmload.results.intervals import quantile_ci
+from llmload.results.records import RequestRecord
+
+__all__ = ["SloResult", "check_slo", "is_good", "certain_failure", "EARLY_STOP_CONFIDENCE", "EARLY_STOP_LOOKS"]
+
+
+@dataclass(frozen=True)
+class SloResult:
+    """One SLO against one distribution."""
+
+    slo: str
+    """As given, e.g. ttft_p90<=2s."""
+    limit_ms: float
+    value_ms: float | None
+    value_ms_ci95: list[float] | None
+    passed: bool
+    """The statistic is within the limit; False when nothing was measured."""
+    certain: bool
+    """The whole 95% interval is on the verdict's side of the limit (never for a mean: it has no interval)."""
+
+
+def check_slo(slo: Slo, value_ms: float | None, ci95_ms: list[float] | None) -> SloResult:
+    """``slo`` against its statistic's measured value and interval (None: nothing measured / no interval)."""
+    limit_ms = slo.limit_s * 1000.0
+    value, ci = value_ms, ci95_ms
+    passed = value is not None and value <= limit_ms
+    certain = ci is not None and (ci[1] <= limit_ms if passed else ci[0] > limit_ms)
+    return SloResult(slo.text, limit_ms, value, ci, passed, certain)
+
+
+def _request_value_s(record: RequestRecord, slo: Slo) -> float | None:
+    """The request's own value of the SLO's metric; None when it has none to time."""
+    if slo.metric == "itl":
+        if not record.itl_s:
+            return None
+        gaps = np.asarray(record.itl_s)
+        return float(gaps.mean() if slo.stat == "mean" else np.percentile(gaps, 50 if slo.stat == "median" else int(slo.stat[1:])))
+    return {"ttft": record.ttft_s, "ttfvt": record.ttfvt_s, "tpot": record.tpot_s, "e2e": record.e2e_s}[slo.metric]
+
+
+def is_good(record: RequestRecord, slos: Sequence[Slo]) -> bool:
+    """Succeeded, answered, and within every limit (a request with a single token or gap has no TPOT or ITL to fail)."""
+    if not (record.ok and record.answered):
+        return False
+    values_s = (_request_value_s(record, slo) for slo in slos)  # an answered request has a TTFT and a TTFVT
+    return all(value is None or value <= slo.limit_s for value, slo in zip(values_s, slos))
+
+
+
+EARLY_STOP_CONFIDENCE = 0.995
+"""Per look: with at most EARLY_STOP_LOOKS looks, the chance of stopping a run that meets its SLO stays under 5%."""
+EARLY_STOP_LOOKS = 10
+
+
+def certain_failure(slos: Sequence[Slo], records: Sequence[RequestRecord],
+                    confidence: float = EARLY_STOP_CONFIDENCE) -> str | None:
+    """Why ``records`` already fail an SLO beyond doubt (the statistic's lower bound is over the limit), else None.
+
+    Each effort's records are judged apart when there are several (a mix's SLOs hold per effort).
+    A mean has no distribution-free interval and is never judged early.
+    """
+    groups: dict[str | None, list[RequestRecord]] = {}
+    for record in records:
+        if record.ok:
+            groups.setdefault(record.effort, []).append(record)
+    for effort, group in groups.items():
+        for slo in slos:
+            if slo.stat == "mean":
+                continue
+            if slo.metric == "itl":
+                values_s = [gap for r in group for gap in r.itl_s]
+            else:
+                values_s = [v for v in (_request_value_s(r, slo) for r in group) if v is not None]
+            q = 0.5 if slo.stat == "median" else int(slo.stat[1:]) / 100
+            ci = quantile_ci(np.sort(values_s), q, confidence)
+            if ci is not None and ci[0] > slo.limit_s:
+                part = f" (effort {effort})" if len(groups) > 1 else ""
+                return (f"{slo.text} fails{part}: its {slo.stat} is at least {ci[0] * 1000:.1f} ms "
+                        f"({confidence:.1%} confidence) after {len(values_s)} samples")
+    return None

@@ -1,0 +1,156 @@
+"""What a figure plots, before any drawing: the varying axis, panels, series and their points.
+
+Each point keeps what a reader needs to judge it: how many requests stand behind it (``n``), the
+percentile band above a median, the 95% interval when summary.json has one (``<metric>_ci95``),
+and whether its cell was cut short (partial). No matplotlib here: tests read these directly.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from plots.results import Cell
+
+__all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",
+           "fmt", "x_axis", "grouped", "slo_value"]
+
+EFFORT_ORDER = ("none", "low", "medium", "high")
+AXES = ("users", "max_tokens", "prompts", "model", "effort", "gpu")
+"""The settings a scenario varies, in the order a figure prefers them as its x axis."""
+AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "prompts": "prompt set", "model": "model",
+               "effort": "reasoning effort", "gpu": "GPU"}
+NUMERIC_AXES = ("users", "max_tokens")
+THIN_SAMPLE = 20
+"""A point that stands on fewer requests than this is marked thin (drawn hollow, its n in red)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One summary figure to plot, and where its sample size, band and SLO come from."""
+
+    path: str
+    """Dotted summary.json path of the value, e.g. ``ttft_ms.median``."""
+    n_path: str
+    """The count of the sample behind it, e.g. ``ttft_ms.count``."""
+    scale: float = 1.0
+    band: str | None = None
+    """Upper edge of the band drawn above the value, e.g. ``ttft_ms.p90``."""
+    slo: str | None = None
+    """The run config's key of an SLO on this value (``slo_ttft_ms``), drawn as a line when set."""
+
+    def value(self, cell: Cell) -> float | None:
+        v = cell.metric(self.path)
+        return None if v is None else v * self.scale
+
+    def upper(self, cell: Cell) -> float | None:
+        v = cell.metric(self.band) if self.band else None
+        return None if v is None else v * self.scale
+
+    def ci95(self, cell: Cell) -> tuple[float, float] | None:
+        """The 95% interval summary.json gives for the value (``median_ci95`` beside ``median``), if any."""
+        node: Any = cell.summary
+        *parents, leaf = self.path.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        ci = node.get(f"{leaf}_ci95") if isinstance(node, dict) else None
+        if isinstance(ci, dict):
+            ci = (ci.get("low", ci.get("lo")), ci.get("high", ci.get("hi")))
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+            return (float(ci[0]) * self.scale, float(ci[1]) * self.scale)
+        return None
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line: points sorted by x, each with its sample size, band top, interval and completeness."""
+
+    x: tuple[Any, ...]
+    y: tuple[float, ...]
+    n: tuple[int, ...] = ()
+    upper: tuple[float | None, ...] = ()
+    ci95: tuple[tuple[float, float] | None, ...] = ()
+    partial: tuple[bool, ...] = ()
+    effort: str = ""
+    """The series' effort when all its points share one (its colour), else empty."""
+    gpu: str = ""
+    """The series' GPU when all its points share one (its marker), else empty."""
+
+    @property
+    def thin(self) -> tuple[bool, ...]:
+        return tuple(n < THIN_SAMPLE for n in self.n)
+
+
+def effort_key(effort: str) -> tuple[int, str]:
+    return (EFFORT_ORDER.index(effort) if effort in EFFORT_ORDER else len(EFFORT_ORDER), effort)
+
+
+def sort_key(text: Any) -> tuple:
+    """Natural order for labels: numbers inside compare as numbers, efforts in their order."""
+    out: list[Any] = []
+    for word in str(text).split():
+        if word in EFFORT_ORDER:
+            out.append((0, EFFORT_ORDER.index(word), ""))
+        else:
+            digits = "".join(ch for ch in word if ch.isdigit())
+            out.append((1, int(digits) if digits else 0, word))
+    return tuple(out)
+
+
+def varying(cells: Sequence[Cell], attrs: Iterable[str]) -> list[str]:
+    return [a for a in attrs if len({getattr(c, a) for c in cells}) > 1]
+
+
+def fmt(attr: str, value: Any) -> str:
+    if attr == "users":
+        return f"u{value}"
+    if attr == "max_tokens":
+        return f"max_tokens={value or 'unset'}"
+    return str(value)
+
+
+def x_axis(cells: Sequence[Cell], exclude: Sequence[str] = ()) -> str:
+    """The setting the cells vary, first in AXES order (users when nothing varies: a lone run)."""
+    return next((a for a in AXES if a not in exclude and a in varying(cells, AXES)), "users")
+
+
+def slo_value(cells: Sequence[Cell], metric: Metric) -> float | None:
+    """The SLO the runs set on this metric (the first cell's that has one), scaled like the metric."""
+    if metric.slo is None:
+        return None
+    for c in cells:
+        value = c.config.get(metric.slo)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value) * metric.scale
+    return None
+
+
+def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
+            metric: Metric) -> dict[str, dict[str, Series]]:
+    """Panels keyed by panel_attrs (plus every other varying setting, so no two cells share a point),
+    series by series_attrs, points sorted by x; cells without the value are left out."""
+    panel_attrs = [a for a in panel_attrs if a != x_attr]
+    series_attrs = [a for a in series_attrs if a != x_attr]
+    others = [a for a in varying(cells, AXES) if a not in (*panel_attrs, *series_attrs, x_attr)]
+    panel_attrs = [a for a in panel_attrs if a != "gpu" or a in varying(cells, ("gpu",))] + others  # the GPU only when it varies
+    points: dict[str, dict[str, dict[Any, Cell]]] = defaultdict(lambda: defaultdict(dict))
+    for c in cells:
+        if metric.value(c) is None:
+            continue
+        panel = " ".join(fmt(a, getattr(c, a)) for a in panel_attrs) or "all"
+        series = " ".join(fmt(a, getattr(c, a)) for a in series_attrs) or "all"
+        points[panel][series][getattr(c, x_attr)] = c
+    out: dict[str, dict[str, Series]] = {}
+    for panel in sorted(points, key=sort_key):
+        out[panel] = {}
+        for label in sorted(points[panel], key=sort_key):
+            by_x = points[panel][label]
+            xs = sorted(by_x, key=lambda v: v if isinstance(v, (int, float)) else sort_key(v))
+            cs = [by_x[x] for x in xs]
+            efforts, gpus = {c.effort for c in cs}, {c.gpu for c in cs}
+            out[panel][label] = Series(
+                tuple(xs), tuple(metric.value(c) for c in cs), tuple(int(c.metric(metric.n_path) or 0) for c in cs),
+                tuple(metric.upper(c) for c in cs), tuple(metric.ci95(c) for c in cs), tuple(not c.complete for c in cs),
+                efforts.pop() if len(efforts) == 1 else "", gpus.pop() if len(gpus) == 1 else "")
+    return out

@@ -50,6 +50,7 @@ def test_a_schedule_depends_only_on_its_seed():
     (["RATE=5", "BURSTINESS=0.5"], "BURSTINESS applies to ARRIVALS=gamma only"),
     (["RATE=5", "USERS=4"], "USERS=4 with RATE"),
     (["MAX_CONCURRENCY=4"], "MAX_CONCURRENCY applies with RATE"),
+    (["RATE=5", "WORKERS=2"], "RATE runs in one process for now"),
     (["RATE=5", "MAX_CONCURRENCY=-1"], "MAX_CONCURRENCY=-1 is out of range: it must be a finite number at least 0"),
     (["RATE=5", "ARRIVALS=uniform"], "ARRIVALS (--arrivals): invalid choice"),
 ])

@@ -28,7 +28,9 @@ from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
-from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
+from llmload.loadtest.server_window import ServerWindow
+from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
+                                     fresh_run_dir, write_summary)
 from llmload.results.summary import summarize
 from llmload.results.vllm_bench import write_vllm_bench
 
@@ -103,6 +105,7 @@ class RunSession:
             self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
                                              lambda line: self._stop_for_failures(line, end_test))
         self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
+        self.server_window = ServerWindow(self.host, self.api_key)
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -148,7 +151,8 @@ class RunSession:
             loads += sorted(self.collector.loads, key=lambda load: load.name)
         self.writer.close()
         records = list(read_records(self.writer.path))
-        summary = summarize(records, self.config, check(loads))
+        window = self.server_window.close(sum(1 for r in records if r.ok), self.run_dir / SERVER_WINDOW_FILE)
+        summary = summarize(records, self.config, check(loads), window)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment)))
         write_vllm_bench(self.run_dir, records, self.config)
         _write_locust_csv(environment, self.run_dir)

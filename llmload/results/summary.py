@@ -17,7 +17,9 @@ import numpy as np
 
 from llmload.errors import ResultsError
 from llmload.results.generator import GeneratorCheck
+from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord
+from llmload.results.server_metrics import MetricsSample
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Summary", "tpot_s", "distribution", "token_stats", "summarize", "check_metric_path"]
 
@@ -120,6 +122,8 @@ class Summary:
     config: dict[str, Any] = field(default_factory=dict)
     generator: GeneratorCheck | None = None
     """The load generator's own state (CPU, read and event-loop lag); None when not observed."""
+    server_vs_client: ServerVsClient | None = None
+    """The server's own account of the run's window (its /metrics) beside the client's; None without one."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,9 +146,13 @@ def _ratio(part: float, whole: float) -> float | None:
 
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
-              generator: GeneratorCheck | None = None) -> Summary:
-    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are."""
-    records = [r for r in records if not r.warmup]
+              generator: GeneratorCheck | None = None, server_window: Sequence[MetricsSample] = ()) -> Summary:
+    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are.
+
+    ``server_window``: the server's /metrics scraped before the run and after it (two samples), if it has them.
+    """
+    every = list(records)
+    records = [r for r in every if not r.warmup]
     ok = [r for r in records if r.ok]
     interrupted = sum(1 for r in records if r.error == "interrupted")
     failed = len(records) - len(ok) - interrupted
@@ -181,4 +189,6 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
         token_sources=dict(Counter(r.token_source for r in ok)),
         config=dict(config or {}),
         generator=generator,
+        # Warm-up requests included: the server served them inside the window too.
+        server_vs_client=reconcile(server_window[0], server_window[-1], every) if len(server_window) >= 2 else None,
     )

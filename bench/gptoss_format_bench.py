@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tiny-gptoss under sampling: well-formed share and median reasoning per effort, through `llmload load`.
 
-    python bench/gptoss_format_bench.py HOST [--requests 1000] [--prompts builtin PATH ...]
+    python bench/gptoss_format_bench.py HOST [--requests 1000] [--prompts builtin PATH ...] [--efforts low ...]
 
 HOST serves tiny-gptoss (make serve-vllm-cpu). Each effort and prompt set gets one run at temperature
 1.0 and top_p 1.0; a request is well formed when it succeeded, reasoned on the analysis channel, then
@@ -35,10 +35,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--prompts", nargs="+", default=["builtin"])
+    parser.add_argument("--efforts", nargs="+", default=["low", "medium", "high"], choices=["low", "medium", "high"])
     args = parser.parse_args()
     print("| prompts | effort | requests | well formed | median reasoning tokens |\n|---|---|---:|---:|---:|")
     for prompts in args.prompts:
-        for effort in ("low", "medium", "high"):
+        for effort in args.efforts:
             with tempfile.TemporaryDirectory() as out:
                 subprocess.run([sys.executable, "-m", "llmload", "load", f"HOST={args.host}", f"OUT={out}/run",
                                 f"PROMPTS={prompts}", f"EFFORT={effort}", "TEMPERATURE=1.0",

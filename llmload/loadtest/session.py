@@ -23,12 +23,12 @@ from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, 
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
+from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
-from llmload.loadtest.server_window import ServerWindow
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
 from llmload.results.summary import summarize

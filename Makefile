@@ -14,7 +14,7 @@ SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(fil
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models test test-fast bench clean-venv
+.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast bench clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -68,6 +68,12 @@ stop-vllm-cpu: $(VENV)/.installed  ## stop the vLLM started by serve-vllm-cpu on
 
 vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, built into ~/.cache/llmload once
 	$(PY) -m llmload.vllm_cpu build --model tiny-gptoss --model tiny-llama
+
+vllm-bench: $(VENV)/.installed  ## vLLM's own `vllm bench serve $(ARGS)` from the vLLM venv, offline (local tokenizer)
+	$(PY) -m llmload.vllm_cpu bench $(ARGS)
+
+crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
+	$(PY) -m llmload crosscheck $(SETTINGS)
 
 test: $(VENV)/.installed vllm-cpu-models  ## every test, the real vLLM ones included (what CI runs)
 	$(PY) -m pytest -q

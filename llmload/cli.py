@@ -5,6 +5,7 @@
     prompts [KEY=VALUE ...] write prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks them)
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
+    crosscheck [KEY=VALUE ...] vLLM's bench and llmload on one server and workload, side by side
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
@@ -322,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(rest)
         if command == "capacity":
             return _capacity(rest)
+        if command == "crosscheck":
+            from llmload.crosscheck.runner import run_crosscheck
+
+            return run_crosscheck(opts.parse_settings(rest, opts.CROSSCHECK_OPTIONS))
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":
@@ -339,5 +344,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,report,worker,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,report,worker,serve-sim} ...", file=sys.stderr)
     return 2

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS",
+    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS",
     "WORKER_OPTIONS", "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "host_port", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
     "check_range", "check_ranges", "SUITE_OWNED_FIELDS", "help_lines", "FIXED_IN_WEB_UI_ENV",
@@ -35,11 +35,12 @@ ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
 capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
 _RUN_AND_SWEEP = ("load", "ui", "sweep")
+_RUN_AND_CROSSCHECK = ("load", "ui", "crosscheck")
 
 
 @dataclass(frozen=True)
@@ -76,41 +77,46 @@ class Option:
 # Defaults that are empty are filled from other values where they are used, as each help says.
 TABLE: tuple[Option, ...] = (
     Option("HOST", "--host", "host", "", "server root, e.g. http://127.0.0.1:8000; empty starts the built-in target "
-           "(a sweep: each cell's GPU and MODEL)", locust_flag="--host", commands=_RUN_AND_SWEEP),
+           "(a sweep: each cell's GPU and MODEL; crosscheck: required)", locust_flag="--host", commands=(*_RUN_AND_SWEEP, "crosscheck")),
     Option("GPU", "--gpu", "gpu", "h100", "GPU label; without HOST, the GPU the built-in target plays",
            commands=("load", "ui", "serve-sim")),
     Option("MODEL", "--model", "model", "", "model to request; empty takes the one the server serves (the built-in "
            "target: gpt-oss-20b; make serve-vllm-cpu: tiny-gptoss); VERIFY: the model named in /tokenize",
-           commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu")),
+           commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu", "crosscheck")),
     Option("EFFORT", "--effort", "effort", "medium", "reasoning_effort sent: low, medium, high, none (left out), "
-           "or a mix drawn per request, e.g. mix:low=70,medium=25,high=5"),
-    Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u", minimum=1),
+           "or a mix drawn per request, e.g. mix:low=70,medium=25,high=5", commands=_RUN_AND_CROSSCHECK),
+    Option("USERS", "--users", "num_users", 1, "concurrent users (streams in flight)", locust_flag="-u", minimum=1,
+           commands=_RUN_AND_CROSSCHECK),
     Option("SPAWN_RATE", "--spawn-rate", "spawn_rate", 0.0, "users started per second (0: all at once)", locust_flag="-r", minimum=0),
     Option("MAX_TOKENS", "--max-tokens", "max_tokens", 0, "max_tokens sent (0 leaves it out)", minimum=0),
     Option("PROMPTS", "--prompts", "prompts", "builtin", "prompt set: builtin (12 short prompts), 2k, 4k or 8k (generated sets), "
-           "a prompts JSONL path, sharegpt:PATH[:N] or random:IN:OUT[:N] (sets max_tokens itself)"),
+           "a prompts JSONL path, sharegpt:PATH[:N] or random:IN:OUT[:N] (sets max_tokens itself); crosscheck: "
+           "random:IN:OUT (builtin, the default, stands for random:256:128)", commands=_RUN_AND_CROSSCHECK),
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
-    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides", minimum=0),
+    Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides "
+           "(crosscheck: per tool and repeat, 0 = 100)", minimum=0, commands=_RUN_AND_CROSSCHECK),
     Option("WARMUP_REQUESTS", "--warmup-requests", "warmup_requests", 0, "requests sent and finished before the measured ones start (kept in samples, not in the summary)", minimum=0),
     Option("SPEEDUP", "--speedup", "speedup", 1.0, "the built-in target runs N times faster (without HOST, or a HOST "
            "started with SPEEDUP=N); DURATION is divided by N", commands=("load", "ui", "sweep", "serve-sim"), above=0),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s", minimum=0),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
-           "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts)",
-           commands=("load", "ui", "sweep", "prompts")),
-    Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent", minimum=0),
+           "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts); "
+           "crosscheck: its folder (default results/crosscheck-<model>)", commands=("load", "ui", "sweep", "prompts", "crosscheck")),
+    Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent", minimum=0,
+           commands=_RUN_AND_CROSSCHECK),
     Option("EXTRA_BODY", "--extra-body", "extra_body", "", "JSON object merged into every request body"),
     Option("CONTINUOUS_USAGE", "--continuous-usage", "continuous_usage", "auto", "ask for usage on every chunk (auto: when the server is vLLM)", choices=("auto", "on", "off")),
     Option("REQUEST_TIMEOUT", "--request-timeout", "request_timeout", 600.0, "seconds a request may wait for data before it fails", above=0),
     Option("SEED", "--seed", "seed", 0, "seed: of each user's random prompt choice; prompts: a set depends only on it, "
-           "the templates and the size; serve-sim: of output lengths and faults",
-           commands=("load", "ui", "prompts", "serve-sim"), minimum=0),
+           "the templates and the size; serve-sim: of output lengths and faults; crosscheck: repeat i uses SEED + i",
+           commands=("load", "ui", "prompts", "serve-sim", "crosscheck"), minimum=0),
     Option("API_KEY", "--api-key", "api_key", "", "API key sent with every call to the server: $API_KEY, else "
            "$OPENAI_API_KEY, or API_KEY_FILE; in the web UI, type one to load another host; serve-sim: the key the "
-           "built-in target requires (as vLLM's --api-key)", secret=True, commands=("load", "ui", "prompts", "sweep", "serve-sim")),
+           "built-in target requires (as vLLM's --api-key)", secret=True,
+           commands=("load", "ui", "prompts", "sweep", "serve-sim", "crosscheck")),
     # prompts
     Option("SIZES", "--sizes", "sizes", "2k,4k,8k", "which sets to write (comma-separated: 2k, 4k, 8k)", commands=("prompts",)),
     Option("COUNT", "--count", "count", 5000, "prompts per set", commands=("prompts",), minimum=1),
@@ -119,6 +125,9 @@ TABLE: tuple[Option, ...] = (
     # sweep
     Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
     Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",), minimum=0.1),
+    # crosscheck
+    Option("REPEATS", "--repeats", "repeats", 3, "runs of each tool, alternating (their spread is what agreement is "
+           "judged by)", commands=("crosscheck",), minimum=1),
     # the built-in target and the vLLM CPU server
     Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu"), minimum=0, maximum=65535),
     Option("BIND", "--host", "host", "127.0.0.1", "loopback address the built-in target listens on", commands=("serve-sim",)),
@@ -133,7 +142,7 @@ TABLE: tuple[Option, ...] = (
            commands=("serve-sim",), value_type=str),
     # secrets and the web UI
     Option("API_KEY_FILE", "--api-key-file", "api_key_file", "", "file whose first line is the API key (instead of $API_KEY)",
-           to_locust=False, commands=("load", "ui", "prompts", "sweep")),
+           to_locust=False, commands=("load", "ui", "prompts", "sweep", "crosscheck")),
     Option("WEB_HOST", "--web-host", "web_host", "127.0.0.1", "address the web UI listens on; anything but 127.0.0.1 needs WEB_LOGIN",
            to_locust=False),
     Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False, minimum=1, maximum=65535),
@@ -210,6 +219,7 @@ SWEEP_OPTIONS = options_for("sweep")
 CAPACITY_OPTIONS = options_for("capacity")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
+CROSSCHECK_OPTIONS = options_for("crosscheck")
 WORKER_OPTIONS = options_for("worker")
 
 

@@ -17,7 +17,7 @@ LAYERS = (
     ("llmload.sim", "llmload.vllm_cpu"),
     ("llmload.client",),
     ("llmload.loadtest",),
-    ("llmload.sweep",),
+    ("llmload.sweep", "llmload.crosscheck"),
     ("llmload.cli", "llmload.__main__", "plots"),
 )
 

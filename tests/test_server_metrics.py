@@ -122,7 +122,7 @@ def test_sample_from_vllm_011():
     assert s == MetricsSample(t_s=1.5, running=5.0, waiting=1.0, kv_cache_usage=0.25, preemptions_total=2.0,
                               prefix_cache_queries_total=2000.0, prefix_cache_hits_total=1200.0,
                               prompt_tokens_total=2000.0, generation_tokens_total=4000.0,
-                              prefix_cache_hit_rate=None)
+                              prefix_cache_hit_rate=None, ttft_sum_s=0.9, ttft_count=12.0)
 
 
 def test_sample_from_old_names():

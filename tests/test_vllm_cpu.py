@@ -6,6 +6,7 @@ skipped. tiny-gptoss answers every chat in harmony format with a reasoning lengt
 
 import json
 import socket
+import statistics
 import time
 import urllib.request
 
@@ -62,9 +63,34 @@ def test_load_reads_reasoning_and_answer_apart(gptoss, tmp_path, effort, client)
     for record in records:
         assert record.error is None and record.finish_reason == "stop" and record.answered
         assert record.reasoning_source == "server" and record.reasoning_tokens > 0
-        assert 0 < record.ttft_s < record.ttfvt_s < record.e2e_s
+        # <=: a busy server may send the last reasoning chunk and the first answer chunk in one segment (one stamp)
+        assert 0 < record.ttft_s <= record.ttfvt_s < record.e2e_s
         # One token per chunk: a gap for every reasoning token, then the answer's.
         assert len(record.itl_s) >= record.reasoning_tokens
+
+
+def _well_formed(record) -> bool:
+    """Reasoning on the analysis channel, then a visible answer, ended by `stop` (bench/gptoss_format_bench.py)."""
+    return (record.ok and record.finish_reason == "stop" and record.answered and record.reasoning_source == "server"
+            and (record.reasoning_tokens or 0) > 0)
+
+
+@pytest.mark.parametrize("prompts,requests", [("builtin", 300), ("2k", 60)])
+def test_the_format_holds_under_sampling(gptoss, tmp_path, prompts, requests):
+    """At temperature 1.0 and top_p 1.0 (gpt-oss's recommended sampling), short prompts and the 2k set's."""
+    if prompts == "2k":
+        done = run_cli("prompts", "SIZES=2k", f"COUNT={requests}", f"OUT={tmp_path / 'prompts'}", timeout_s=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        prompts = str(tmp_path / "prompts" / "2k.jsonl")
+    medians = []
+    for effort in ("low", "medium", "high"):
+        records, _ = _load(gptoss, tmp_path / effort, f"PROMPTS={prompts}", f"EFFORT={effort}", "TEMPERATURE=1.0",
+                           'EXTRA_BODY={"top_p": 1.0}', f"REQUESTS={requests}", "USERS=8")
+        records = list(records)
+        assert len(records) == requests
+        assert sum(map(_well_formed, records)) >= 0.995 * requests, effort
+        medians.append(statistics.median(r.reasoning_tokens for r in records))
+    assert medians[0] < medians[1] < medians[2]
 
 
 def test_reasoning_length_follows_the_effort(gptoss):
@@ -130,6 +156,34 @@ def test_server_metrics_are_read(gptoss, tmp_path):
     summary = summarize_samples(read_samples(tmp_path / "metrics.jsonl"))
     assert sampler.failures == 0 and summary.samples >= 2
     assert summary.generation_tokens == 20 and summary.kv_cache_usage_max is not None
+
+
+def test_the_servers_account_matches_the_clients(llama, tmp_path):
+    _, summary = _load(llama, tmp_path / "run", "EFFORT=none", "REQUESTS=12", "USERS=3", "MAX_TOKENS=16",
+                       "WARMUP_REQUESTS=2")
+    account = summary["server_vs_client"]
+    assert account["server_requests"] == account["client_requests"] == 14  # warm-up included: the server served it
+    assert account["server_prompt_tokens"] == account["client_prompt_tokens"] > 0
+    assert account["server_generation_tokens"] == account["client_generation_tokens"] > 0
+    # The client starts its clock before sending and stops it at the chunk's arrival: a little above the server's.
+    assert account["client_mean_ttft_ms"] > account["server_mean_ttft_ms"] > 0
+    assert not any("tokens" in reason or "requests" in reason for reason in account["reasons"])
+    assert (tmp_path / "run" / "server_window.jsonl").read_text().count("\n") == 2
+
+
+def test_crosscheck_agrees_with_vllm_bench_on_a_model_without_reasoning(llama, tmp_path):
+    out = tmp_path / "crosscheck"
+    done = run_cli("crosscheck", f"HOST={llama}", "PROMPTS=random:64:32", "REQUESTS=24", "USERS=4", "REPEATS=3",
+                   "EFFORT=none", f"OUT={out}", timeout_s=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((out / "crosscheck.json").read_text())
+    assert not result["reasoning"]
+    for tool in ("vllm_bench", "llmload"):
+        assert all(len(values) == 3 and None not in values for values in result[tool].values()), tool
+    # The same prompts, lengths and concurrency: the same work done, so the same throughput and mean latency.
+    for metric in ("request_throughput_rps", "output_throughput_tok_s", "mean_ttft_ms", "mean_e2e_ms"):
+        assert result["within_spread"][metric], (metric, result["vllm_bench"][metric], result["llmload"][metric])
+    assert "| mean_ttft_ms |" in done.stdout and "role-only chunk" in done.stdout
 
 
 def test_a_model_without_reasoning(llama, tmp_path):

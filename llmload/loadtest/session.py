@@ -28,12 +28,14 @@ from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
+from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
-from llmload.results.storage import CONFIG_FILE, SAMPLES_FILE, SampleWriter, default_run_dir, fresh_run_dir, write_summary
+from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
+                                     fresh_run_dir, write_summary)
 from llmload.results.summary import summarize
 from llmload.results.vllm_bench import write_vllm_bench
 
@@ -120,6 +122,7 @@ class RunSession:
         self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
         if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
             watch_slos(self, float(o.run_time or 60), end_test)
+        self.server_window = ServerWindow(self.host, self.api_key)
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)
@@ -167,7 +170,8 @@ class RunSession:
             loads += sorted(self.collector.loads, key=lambda load: load.name)
         self.writer.close()
         records = list(read_records(self.writer.path))
-        summary = summarize(records, self.config, check(loads))
+        window = self.server_window.close(sum(1 for r in records if r.ok), self.run_dir / SERVER_WINDOW_FILE)
+        summary = summarize(records, self.config, check(loads), window)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment),
                                                         stopped_early=self.stopped_early))
         write_vllm_bench(self.run_dir, records, self.config)

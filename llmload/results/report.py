@@ -116,6 +116,29 @@ def _max_tokens(config: dict[str, Any]) -> str:
     return str(config.get("max_tokens") or "server default")
 
 
+def _pair(server: Any, client: Any) -> str:
+    return " / ".join("n/a" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v) for v in (server, client))
+
+
+def _server_account(account: dict[str, Any] | None) -> list[str]:
+    """The server's own /metrics over the run's window beside the client's figures, and the verdict."""
+    if account is None:
+        return []
+    a = account
+    verdict = "SUSPECT: " + "; ".join(a["reasons"]) if a["suspect"] else "no (counts equal, TTFT within reach)"
+    return [
+        _rule("Server's own account (/metrics): server / client"),
+        _row("Requests finished:", _pair(a["server_requests"], a["client_requests"])),
+        _row("Prompt tokens:", _pair(a["server_prompt_tokens"], a["client_prompt_tokens"])),
+        _row("Generation tokens:", _pair(a["server_generation_tokens"], a["client_generation_tokens"])),
+        _row("Mean TTFT (ms):", _pair(a["server_mean_ttft_ms"], a["client_mean_ttft_ms"])),
+        _row("Mean ITL (ms):", _pair(a["server_mean_itl_ms"], a["client_mean_itl_ms"])),
+        _row("Mean E2EL (ms):", _pair(a["server_mean_e2e_ms"], a["client_mean_e2e_ms"])),
+        _row("Mean queue time, server only (ms):", a["server_mean_queue_ms"]),
+        f"Suspect: {verdict}",
+    ]
+
+
 def format_result(summary: dict[str, Any]) -> str:
     """The block for a summary.json's contents."""
     config = summary.get("config", {})
@@ -161,6 +184,7 @@ def format_result(summary: dict[str, Any]) -> str:
             lines.append(f"Ended before DURATION: {summary['stopped_early']}")
     for effort, part in summary.get("by_effort", {}).items():
         lines += _effort_part(effort, part, summary["requests_ok"])
+    lines += _server_account(summary.get("server_vs_client"))
     if summary["errors"]:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
     generator = summary.get("generator")

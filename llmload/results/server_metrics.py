@@ -56,6 +56,15 @@ class MetricsSample:
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
     prefix_cache_hit_rate: float | None = None  # old vLLM's gpu_prefix_cache_hit_rate gauge (0..1) only
+    # Request histograms' cumulative sums (seconds) and counts: two scrapes give the mean between them.
+    ttft_sum_s: float | None = None
+    ttft_count: float | None = None
+    itl_sum_s: float | None = None
+    itl_count: float | None = None
+    e2e_sum_s: float | None = None
+    e2e_count: float | None = None
+    queue_sum_s: float | None = None
+    queue_count: float | None = None
 
 
 def _pick(values: dict[str, float], *names: str) -> float | None:
@@ -82,6 +91,14 @@ def sample_from(values: dict[str, float], t_s: float) -> MetricsSample:
         prompt_tokens_total=_pick(v, "vllm:prompt_tokens_total"),
         generation_tokens_total=_pick(v, "vllm:generation_tokens_total"),
         prefix_cache_hit_rate=_pick(v, "vllm:gpu_prefix_cache_hit_rate"),
+        ttft_sum_s=_pick(v, "vllm:time_to_first_token_seconds_sum"),
+        ttft_count=_pick(v, "vllm:time_to_first_token_seconds_count"),
+        itl_sum_s=_pick(v, "vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum"),
+        itl_count=_pick(v, "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count"),
+        e2e_sum_s=_pick(v, "vllm:e2e_request_latency_seconds_sum"),
+        e2e_count=_pick(v, "vllm:e2e_request_latency_seconds_count"),
+        queue_sum_s=_pick(v, "vllm:request_queue_time_seconds_sum"),
+        queue_count=_pick(v, "vllm:request_queue_time_seconds_count"),
     )
 
 

@@ -23,7 +23,7 @@ from llmload.options import bare_model_name
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
-__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SCENARIO_FILE", "LOCUST_FILES", "SampleWriter",
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "LOCUST_FILES", "SampleWriter",
            "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
@@ -32,6 +32,8 @@ CONFIG_FILE = "config.json"
 CELL_FILE = "cell.json"
 """A sweep cell is complete when this marker exists."""
 METRICS_FILE = "server_metrics.jsonl"
+SERVER_WINDOW_FILE = "server_window.jsonl"
+"""A run's two /metrics scrapes, just before its first request and after its last: the server's own account."""
 SCENARIO_FILE = "scenario.json"
 LOCUST_FILES = ("locust_stats.csv", "locust_failures.csv", "locust.html")
 """Locust's own tables, written once the test has stopped."""

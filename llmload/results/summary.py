@@ -20,7 +20,9 @@ from llmload.errors import ResultsError
 from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.generator import GeneratorCheck
+from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord
+from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "tpot_s", "distribution",
@@ -204,6 +206,8 @@ class Summary(Measures):
     config: dict[str, Any] = field(default_factory=dict)
     generator: GeneratorCheck | None = None
     """The load generator's own state (CPU, read and event-loop lag); None when not observed."""
+    server_vs_client: ServerVsClient | None = None
+    """The server's own account of the run's window (its /metrics) beside the client's; None without one."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -291,10 +295,14 @@ def _check(slo: Slo, d: Distribution) -> SloResult:
 
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
-              generator: GeneratorCheck | None = None) -> Summary:
-    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are."""
+              generator: GeneratorCheck | None = None, server_window: Sequence[MetricsSample] = ()) -> Summary:
+    """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are.
+
+    ``server_window``: the server's /metrics scraped before the run and after it (two samples), if it has them.
+    """
     config = dict(config or {})
-    measured = [r for r in records if not r.warmup]
+    every = list(records)
+    measured = [r for r in every if not r.warmup]
     span_s = _span_s(measured)
     slos = parse_slos(str(config.get("slo", "")))
     whole = measure(measured, span_s, slos)
@@ -303,7 +311,9 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
-                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator)
+                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
+                   # Warm-up requests included: the server served them inside the window too.
+                   server_vs_client=reconcile(server_window[0], server_window[-1], every) if len(server_window) >= 2 else None)
 
 
 def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
 import orjson
 
-from llmload.control_http import request
 from llmload.errors import ControlCallFailed
-from llmload.results.server_metrics import METRICS_SCHEMA_VERSION, parse_prometheus, sample_from
+from llmload.loadtest.server_window import scrape
+from llmload.results.server_metrics import METRICS_SCHEMA_VERSION
 
 __all__ = ["MetricsSampler"]
 
@@ -68,16 +68,14 @@ class MetricsSampler:
 
     def _scrape(self, t_s: float) -> None:
         try:
-            body = request(self.url, self._api_key, self.timeout_s)
-            sample = sample_from(parse_prometheus(body.decode("utf-8", "replace")), t_s)
-            if all(getattr(sample, f.name) is None for f in fields(sample) if f.name != "t_s"):
-                self._fail(f"{self.url}: no vLLM metrics in the response (not Prometheus text?)")
-                return
+            sample = scrape(self.url.removesuffix("/metrics"), self._api_key, t_s, self.timeout_s)
             self._file.write(orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(sample)}) + b"\n")
             self._file.flush()
             self.written += 1
         except ControlCallFailed as e:
             self._fail(f"{self.url}: {'HTTP ' if e.status else ''}{e.reason}")
+        except ValueError as e:
+            self._fail(str(e))
         except Exception as e:  # noqa: BLE001 - sampling must never break a load test
             self._fail(f"{self.url}: {type(e).__name__}: {e}")
 

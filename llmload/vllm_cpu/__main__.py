@@ -1,4 +1,7 @@
-"""make serve-vllm-cpu / stop-vllm-cpu: `python -m llmload.vllm_cpu serve --model tiny-gptoss --port 8000`."""
+"""make serve-vllm-cpu / stop-vllm-cpu / vllm-bench: `python -m llmload.vllm_cpu serve MODEL=tiny-gptoss PORT=8000`.
+
+`python -m llmload.vllm_cpu bench ARGS` runs vLLM's own `vllm bench serve ARGS` from the vLLM venv, offline.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ import sys
 
 from llmload.errors import ConfigError
 from llmload.options import VLLM_CPU_OPTIONS, add_suite_options, settings_to_argv
-from llmload.vllm_cpu.launcher import MODELS, ensure_model, start, stop
+from llmload.vllm_cpu.launcher import MODELS, ensure_model, run_bench, start, stop
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m llmload.vllm_cpu")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="build the model if needed, start vLLM, wait for /health")
@@ -19,8 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--model", choices=MODELS, action="append", required=True)
     halt = commands.add_parser("stop", help="stop the server started on PORT")
     add_suite_options(halt, table=tuple(o for o in VLLM_CPU_OPTIONS if o.key == "PORT"))
-    args = parser.parse_args(settings_to_argv(sys.argv[1:] if argv is None else argv, VLLM_CPU_OPTIONS))
+    commands.add_parser("bench", help="vLLM's `vllm bench serve` with the words that follow, offline")
     try:
+        if argv[:1] == ["bench"]:  # every later word is vLLM's own: parsing them here would take --help and the like
+            return run_bench(argv[1:])
+        args = parser.parse_args(settings_to_argv(argv, VLLM_CPU_OPTIONS))
         if args.command == "serve":
             if args.model and args.model not in MODELS:
                 raise ConfigError(f"MODEL={args.model} is not a tiny local model; choose {' or '.join(MODELS)}")

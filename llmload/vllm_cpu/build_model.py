@@ -13,7 +13,9 @@ trained here to answer every chat in harmony format: an analysis message whose l
 "Reasoning:" line of vLLM's system message, then a final answer. Prompts are rendered with vLLM's
 own harmony code, so training sees exactly what the server will. Each effort reasons in its own
 chain of words, so only the first reasoning token has to read the effort line: every later token
-follows from the one before it, which two small layers learn reliably.
+follows from the one before it, which two small layers learn reliably. The effort line is found by
+a head wired for it before training, under short prompts and 2,000-token ones alike; the logits
+are scaled up afterwards, so sampling at temperature 1.0 keeps the format.
 """
 
 from __future__ import annotations
@@ -31,14 +33,20 @@ SEED = 0
 # Reasoning words per effort: what tests and users can expect from `reasoning_tokens`.
 REASONING_WORDS = {"low": 8, "medium": 24, "high": 64}
 ANSWER_WORDS = 12
-# vLLM's default effort when a request names none (harmony's SystemContent default).
-DEFAULT_EFFORT = "medium"
 TRAIN_STEPS = 240
 # The first reasoning token is the only one that reads the effort line; unweighted, it is one target in ~50 and the
 # model settles for the commonest effort.
 EFFORT_TOKEN_WEIGHT = 10.0
-BATCH = 16
-LONGEST_USER_TOKENS = 400
+# Steps take their chats from these (chats per step, shortest and longest user message in tokens) in turn: a batch is
+# as wide as its longest chat, so chats of like length share one, and long ones (the 2k prompt set's) come few at a
+# time. Long user messages teach the effort line to be read across ~2,000 tokens of text.
+BATCHES = ((16, 1, 80), (8, 80, 500), (2, 1000, 2100))
+# Before training, one head of the last layer is wired to find the effort word wherever it stands (_wire_effort_head):
+# learnt from nothing, that lookup is a needle in up to 2,000 tokens and 240 steps do not find it.
+EFFORT_DIMS = (61, 62, 63)  # residual dimensions that carry "this token is low | medium | high" and nothing else
+# Logits are multiplied by this after training: at temperature 1.0 the sampled token is then the trained answer
+# (its logit leads every other, the 201,000 zero rows included, by far more than their number outweighs).
+LOGIT_SCALE = 4.0
 SYSTEM_DATE = "2025-08-05"  # the launcher pins VLLM_SYSTEM_START_DATE to this date too
 
 
@@ -149,8 +157,15 @@ class HarmonyTask:
                             for t in self.encoding.encode(w, disallowed_special=())]
         # Real prose too (the suite's own templates), so prompts like the served ones are familiar.
         self.corpus = self.encoding.encode("\n".join(prose), disallowed_special=())
+        self.effort_words = [self._effort_token(effort) for effort in REASONING_WORDS]
 
-    def _render(self, effort: str | None, user_ids: list[int], instructions: str | None = None) -> list[int]:
+    def _effort_token(self, effort: str) -> int:
+        """The one token by which the rendered system message of ``effort`` differs from the others'."""
+        rendered = {e: self._render(e, []) for e in REASONING_WORDS}
+        (token,) = set(rendered[effort]) - {t for e, ids in rendered.items() if e != effort for t in ids}
+        return token
+
+    def _render(self, effort: str, user_ids: list[int], instructions: str | None = None) -> list[int]:
         hu = self.hu
         # A chat's system message becomes harmony's developer message ("# Instructions").
         messages = hu.build_harmony_preamble(reasoning_effort=effort, instructions=instructions)
@@ -170,17 +185,19 @@ class HarmonyTask:
         return (system + "{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>"
                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}")
 
-    def answer_ids(self, effort: str | None) -> list[int]:
-        reasoning = self.reasoning[effort or DEFAULT_EFFORT]
+    def answer_ids(self, effort: str) -> list[int]:
+        reasoning = self.reasoning[effort]
         return self.open_analysis + reasoning + self.open_final + self.answer + self.close
 
     def output_vocabulary(self) -> list[int]:
         reasoning = [token for chain in self.reasoning.values() for token in chain]
         return sorted(set(self.open_analysis + reasoning + self.open_final + self.answer + self.close))
 
-    def sample(self, rng: random.Random) -> tuple[list[int], list[int]]:
-        effort = rng.choice([*REASONING_WORDS, None])
-        length = rng.randint(1, LONGEST_USER_TOKENS if rng.random() < 0.25 else 80)
+    def sample(self, rng: random.Random, shortest: int, longest: int) -> tuple[list[int], list[int]]:
+        # No request without an effort: vLLM renders it as medium, which would make medium every other answer's effort
+        # and the model's first guess.
+        effort = rng.choice(list(REASONING_WORDS))
+        length = rng.randint(shortest, longest)
         if rng.random() < 0.5:
             start = rng.randrange(len(self.corpus) - length)
             user = self.corpus[start:start + length]
@@ -201,16 +218,49 @@ def build_tiny_gptoss(out: Path, o200k_file: Path, prose: list[str]) -> None:
     _save_harmony_tokenizer(out, o200k_file, task.chat_template())
     config = GptOssConfig(
         num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=201088, hidden_size=64,
-        intermediate_size=64, head_dim=64, num_attention_heads=4, num_key_value_heads=2, sliding_window=128,
+        intermediate_size=64, head_dim=64, num_attention_heads=4, num_key_value_heads=4, sliding_window=128,
         layer_types=["sliding_attention", "full_attention"], max_position_embeddings=131072,
         rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
                          "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096},
         bos_token_id=199998, eos_token_id=[200002, 199999, 200012], pad_token_id=199999,
         tie_word_embeddings=False, attn_implementation="eager")
     model = GptOssForCausalLM(config)
+    _wire_effort_head(model, task.effort_words)
     _train(model, task)
     model.to(torch.bfloat16).save_pretrained(out)
     GenerationConfig(bos_token_id=199998, eos_token_id=[200002, 199999, 200012], pad_token_id=199999).save_pretrained(out)
+
+
+def _wire_effort_head(model, effort_words: list[int]) -> None:
+    """Head 0 of the last (full-attention) layer starts out attending to the effort word and reading which it is.
+
+    The effort words' embeddings alone hold EFFORT_DIMS (one each), so those dimensions name the effort and
+    nothing else. The head's query is a constant and its key reads EFFORT_DIMS, both on the 4 slowest rotary
+    pairs, which turn by under a hundredth of a radian across the context: the match holds at any distance.
+    Its value copies EFFORT_DIMS; training starts from there and learns the rest (effort words in user text).
+    The head has its own key and value (no head shares them), so the other heads stay free to learn the format.
+    """
+    attention = model.model.layers[-1].self_attn
+    head_dim = model.config.head_dim
+    slow = [d for pair in range(head_dim // 2 - 4, head_dim // 2) for d in (pair, pair + head_dim // 2)]
+    dims = list(EFFORT_DIMS)
+    with torch.no_grad():
+        embed = model.model.embed_tokens.weight
+        embed[:, dims] = 0.0
+        for token, dim in zip(effort_words, dims):
+            embed[token, dim] = 0.5  # ~25x the other dimensions: RMSNorm gives it nearly all the token's norm
+        first = model.model.layers[0]  # the first layer's writes would blur EFFORT_DIMS for every token
+        first.self_attn.o_proj.weight[dims] = 0.0
+        first.self_attn.o_proj.bias[dims] = 0.0
+        first.mlp.experts.down_proj[:, :, dims] = 0.0
+        first.mlp.experts.down_proj_bias[:, dims] = 0.0
+        attention.q_proj.weight[slow] = 0.0
+        attention.q_proj.bias[slow] = 1.6
+        attention.k_proj.weight[slow] = 0.0
+        attention.k_proj.weight[[[d] for d in slow], dims] = 1.6
+        attention.k_proj.bias[slow] = 0.0
+        attention.v_proj.weight[: len(dims)] = 0.0
+        attention.v_proj.weight[range(len(dims)), dims] = 1.0
 
 
 def _train(model, task: HarmonyTask) -> None:
@@ -233,9 +283,10 @@ def _train(model, task: HarmonyTask) -> None:
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=TRAIN_STEPS, pct_start=0.1)
     model.train()
     for step in range(TRAIN_STEPS):
-        batch = [task.sample(rng) for _ in range(BATCH)]
+        chats, shortest, longest = BATCHES[step % len(BATCHES)]
+        batch = [task.sample(rng, shortest, longest) for _ in range(chats)]
         width = max(len(p) + len(a) for p, a in batch)
-        ids = torch.full((BATCH, width), 199999)
+        ids = torch.full((chats, width), 199999)
         rows, positions, targets, weights = [], [], [], []
         for row, (prompt, answer) in enumerate(batch):
             sequence = prompt + answer
@@ -260,7 +311,7 @@ def _train(model, task: HarmonyTask) -> None:
             print(f"step {step} loss {loss.item():.4f}", file=sys.stderr, flush=True)
     with torch.no_grad():
         model.lm_head.weight.zero_()
-        model.lm_head.weight[vocab] = head
+        model.lm_head.weight[vocab] = head * LOGIT_SCALE
 
 
 BUILDERS = {"tiny-llama": build_tiny_llama, "tiny-gptoss": build_tiny_gptoss}

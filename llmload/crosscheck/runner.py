@@ -1,0 +1,154 @@
+"""`make crosscheck`: vLLM's own bench and llmload on one server and workload, alternating, REPEATS times each.
+
+    OUT/vllm_bench/repeat-<i>.json, .log   `vllm bench serve --save-result` and its output
+    OUT/vllm_bench/prompts-<i>.jsonl        the prompts it sent (its custom dataset)
+    OUT/llmload/repeat-<i>/                 llmload's run (summary.json, samples.jsonl, load.log)
+    OUT/crosscheck.json                     {"vllm_bench": {metric: [one value per repeat]}, "llmload": {...}}
+
+Both send the same requests, text for text: llmload's PROMPTS=random:IN:OUT (random text of IN o200k
+tokens, OUT tokens forced with ignore_eos) given to vLLM's bench as its custom dataset, in the same
+order, at most USERS at once, REQUESTS per repeat, with the same temperature and reasoning_effort.
+Repeat i uses seed SEED + i, so no repeat meets prompts the server has cached; the order of the tools
+flips every repeat, so a server that warms up or slows down favours neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llmload import options as opts
+from llmload.crosscheck.compare import METRICS, bench_metrics, compare, format_table, suite_metrics
+from llmload.errors import ConfigError, LoadTestError
+from llmload.files import write_atomic
+from llmload.loadtest.preflight import probe_server, resolve_model
+from llmload.processes import die_with_parent
+from llmload.results.storage import read_summary
+
+__all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "random_workload", "run_crosscheck"]
+
+CROSSCHECK_SCHEMA_VERSION = 1
+DEFAULT_WORKLOAD = "random:256:128"
+"""PROMPTS when it is left at its default (builtin, a set vLLM's bench cannot send)."""
+DEFAULT_REQUESTS = 100
+"""REQUESTS per repeat when it is left at 0."""
+
+
+def random_workload(prompts: str) -> tuple[int, int]:
+    """(IN, OUT) of PROMPTS=random:IN:OUT; builtin (the default) stands for DEFAULT_WORKLOAD."""
+    spec = DEFAULT_WORKLOAD if prompts == "builtin" else prompts
+    kind, *lengths = spec.split(":")
+    if kind != "random" or len(lengths) != 2 or not all(x.isdigit() and int(x) > 0 for x in lengths):
+        raise ConfigError(f"PROMPTS={prompts}: crosscheck needs PROMPTS=random:IN:OUT (e.g. {DEFAULT_WORKLOAD}), "
+                          "a workload vLLM's bench makes too")
+    return int(lengths[0]), int(lengths[1])
+
+
+def _bench_args(options: argparse.Namespace, host: str, model: str, prompts: Path, requests: int, result: Path) -> list[str]:
+    _, output_len = random_workload(options.prompts)
+    # --skip-chat-template: the text goes as the user message, as llmload sends it (the server applies the template)
+    args = ["--backend", "openai-chat", "--base-url", host, "--endpoint", "/v1/chat/completions", "--model", model,
+            "--dataset-name", "custom", "--dataset-path", str(prompts), "--custom-output-len", str(output_len),
+            "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(requests),
+            "--max-concurrency", str(options.num_users), "--ignore-eos", "--temperature", str(options.temperature),
+            "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            "--save-result", "--result-dir", str(result.parent), "--result-filename", result.name]
+    if options.effort != "none":
+        args += ["--extra-body", orjson.dumps({"reasoning_effort": options.effort}).decode()]
+    return args
+
+
+def _suite_prompts(options: argparse.Namespace, requests: int) -> str:
+    input_len, output_len = random_workload(options.prompts)
+    return f"random:{input_len}:{output_len}:{requests}"
+
+
+def _suite_settings(options: argparse.Namespace, host: str, model: str, seed: int, requests: int, out: Path) -> list[str]:
+    return [f"HOST={host}", f"MODEL={model}", f"PROMPTS={_suite_prompts(options, requests)}", "ORDER=sequence",
+            f"REQUESTS={requests}", f"USERS={options.num_users}", f"SEED={seed}", f"EFFORT={options.effort}",
+            f"TEMPERATURE={options.temperature}", f"OUT={out}"]
+
+
+def _run(command: list[str], log: Path, env: dict[str, str], what: str) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                               preexec_fn=die_with_parent)
+    if code != 0:
+        raise LoadTestError(f"{what} exited with code {code}; see {log}")
+
+
+def _bench_repeat(options: argparse.Namespace, host: str, model: str, seed: int, requests: int, out: Path,
+                  api_key: str) -> dict[str, float | None]:
+    from llmload.promptsets.catalog import load_prompt_set
+    from llmload.vllm_cpu.launcher import bench_command
+
+    repeat = seed - options.seed
+    prompts = out / "vllm_bench" / f"prompts-{repeat}.jsonl"
+    prompts.parent.mkdir(parents=True, exist_ok=True)
+    texts = [prompt.messages[-1]["content"] for prompt in load_prompt_set(_suite_prompts(options, requests), seed)]
+    prompts.write_bytes(b"".join(orjson.dumps({"prompt": text}) + b"\n" for text in texts))
+    result = out / "vllm_bench" / f"repeat-{repeat}.json"
+    env = {**os.environ, "OPENAI_API_KEY": api_key}  # vLLM's bench sends $OPENAI_API_KEY as the bearer token
+    _run(bench_command(_bench_args(options, host, model, prompts, requests, result)), result.with_suffix(".log"), env,
+         "vllm bench serve")
+    return bench_metrics(orjson.loads(result.read_bytes()))
+
+
+def _suite_repeat(options: argparse.Namespace, host: str, model: str, seed: int, requests: int, out: Path,
+                  api_key: str) -> tuple[dict[str, float | None], dict[str, Any]]:
+    run_dir = out / "llmload" / f"repeat-{seed - options.seed}"
+    env = {**os.environ, "API_KEY": api_key}  # the key never goes on a command line
+    _run([sys.executable, "-m", "llmload", "load", *_suite_settings(options, host, model, seed, requests, run_dir)],
+         run_dir.with_suffix(".log"), env, "llmload load")
+    summary = read_summary(run_dir)
+    return suite_metrics(summary), summary
+
+
+def run_crosscheck(options: argparse.Namespace) -> int:
+    """Runs both tools REPEATS times, writes OUT/crosscheck.json and prints the table; 0 when every run finished."""
+    if not options.host:
+        raise ConfigError("HOST is missing: crosscheck measures a running server, e.g. HOST=http://127.0.0.1:8000")
+    if options.repeats < 1 or options.num_users < 1 or options.requests < 0:
+        raise ConfigError("REPEATS and USERS must be at least 1, REQUESTS 0 (the default, 100) or more")
+    random_workload(options.prompts)
+    api_key = opts.api_key(options)
+    model = resolve_model(options.model, probe_server(options.host, api_key))
+    requests = options.requests or DEFAULT_REQUESTS
+    out = Path(options.out) if options.out else Path("results") / f"crosscheck-{opts.bare_model_name(model)}"
+    if (out / "crosscheck.json").exists():
+        raise ConfigError(f"OUT={out} already holds a crosscheck; choose another OUT")
+    values: dict[str, dict[str, list[float | None]]] = {tool: {m: [] for m in METRICS} for tool in ("vllm_bench", "llmload")}
+    reasoning = False
+    for repeat in range(options.repeats):
+        seed = options.seed + repeat
+        order = ("vllm_bench", "llmload") if repeat % 2 == 0 else ("llmload", "vllm_bench")
+        for tool in order:
+            print(f"repeat {repeat + 1}/{options.repeats}: {tool}", flush=True)
+            if tool == "vllm_bench":
+                metrics = _bench_repeat(options, options.host, model, seed, requests, out, api_key)
+            else:
+                metrics, summary = _suite_repeat(options, options.host, model, seed, requests, out, api_key)
+                reasoning = reasoning or bool(summary["reasoning_tokens"]["total"])
+            for metric in METRICS:
+                values[tool][metric].append(metrics[metric])
+    rows = compare(values["vllm_bench"], values["llmload"], reasoning)
+    input_len, output_len = random_workload(options.prompts)
+    document = {"schema_version": CROSSCHECK_SCHEMA_VERSION, "host": options.host, "model": model,
+                "workload": {"input_tokens": input_len, "output_tokens": output_len, "requests": requests,
+                             "users": options.num_users, "repeats": options.repeats, "effort": options.effort,
+                             "temperature": options.temperature},
+                "reasoning": reasoning, **values,
+                "within_spread": {row.metric: row.within_spread for row in rows},
+                "definitions": {row.metric: row.definition for row in rows}}
+    write_atomic(out / "crosscheck.json", orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    print(format_table(rows))
+    print(f"Results: {out}/crosscheck.json (each tool's runs under {out}/vllm_bench and {out}/llmload)")
+    return 0

@@ -201,15 +201,15 @@ def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
     return figure
 
 
-RESPONSE_TIME = Metric("response_time_ms.median", "response_time_ms.count", band="response_time_ms.p90", slo="slo_e2el_ms")
+RESPONSE_TIME = Metric("response_time_ms.median", "response_time_ms.count", band="response_time_ms.p90", slo="e2e")
 fig1_response_time = _vs_setting("fig1_response_time", "Fig. 1: median response time", "median response time (ms)", RESPONSE_TIME)
 fig2_requests_per_s = _vs_setting("fig2_requests_per_s", "Fig. 2: requests per second", "requests/s", Metric("rps", "requests_ok"))
 ttft_vs_users = _vs_setting("ttft_vs_users", "Time to first token (median)", "median TTFT (ms)",
-                            Metric("ttft_ms.median", "ttft_ms.count", band="ttft_ms.p90", slo="slo_ttft_ms"))
+                            Metric("ttft_ms.median", "ttft_ms.count", band="ttft_ms.p90", slo="ttft"))
 ttfvt_vs_users = _vs_setting("ttfvt_vs_users", "Time to first visible token (median)", "median TTFVT (ms)",
-                             Metric("ttfvt_ms.median", "ttfvt_ms.count", band="ttfvt_ms.p90", slo="slo_ttfvt_ms"))
+                             Metric("ttfvt_ms.median", "ttfvt_ms.count", band="ttfvt_ms.p90", slo="ttfvt"))
 tpot_vs_users = _vs_setting("tpot_vs_users", "Time per output token (median)", "median TPOT (ms/token)",
-                            Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="slo_tpot_ms"))
+                            Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="tpot"))
 reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output tokens", "reasoning tokens (% of output)",
                               Metric("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
 answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
@@ -322,7 +322,7 @@ fig5_gpu_response_time = _vs_gpu("fig5_gpu_response_time", "Fig. 5: median respo
 fig6_gpu_requests_per_s = _vs_gpu("fig6_gpu_requests_per_s", "Fig. 6: requests per second, GPU vs GPU", "requests/s",
                                   Metric("rps", "requests_ok"))
 fig7_gpu_tpot = _vs_gpu("fig7_gpu_tpot", "Fig. 7: median time per output token, GPU vs GPU", "median TPOT (ms/token)",
-                        Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="slo_tpot_ms"))
+                        Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="tpot"))
 fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: output throughput, GPU vs GPU", "output throughput (tok/s)",
                                      Metric("output_throughput_tok_s", "requests_ok"))
 

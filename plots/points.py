@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from llmload.options import parse_slos
 from plots.results import Cell
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",
@@ -38,7 +39,7 @@ class Metric:
     band: str | None = None
     """Upper edge of the band drawn above the value, e.g. ``ttft_ms.p90``."""
     slo: str | None = None
-    """The run config's key of an SLO on this value (``slo_ttft_ms``), drawn as a line when set."""
+    """The SLO metric on this value (``ttft``, as in SLO=ttft_p90<=2s): the runs' limit is drawn as a line."""
 
     def value(self, cell: Cell) -> float | None:
         v = cell.metric(self.path)
@@ -120,9 +121,9 @@ def slo_value(cells: Sequence[Cell], metric: Metric) -> float | None:
     if metric.slo is None:
         return None
     for c in cells:
-        value = c.config.get(metric.slo)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return float(value) * metric.scale
+        for slo in parse_slos(str(c.config.get("slo") or "")):
+            if slo.metric == metric.slo:
+                return slo.limit_s * 1000.0 * metric.scale  # the values are milliseconds before scaling
     return None
 
 

@@ -143,7 +143,7 @@ def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     first = cells[0]
     summary = {**first.summary, "ttft_ms": {**first.summary["ttft_ms"], "median_ci95": [1.0, 99.0], "count": 3},
-               "config": {**first.config, "slo_ttft_ms": 250}}
+               "config": {**first.config, "slo": "ttft_p90<=250ms,tpot_p90<=50ms"}}  # as SLO= records it
     changed = [replace(first, summary=summary), *cells[1:]]
     data = ttft_vs_users(changed, tmp_path)
     assert data.slo == 250.0

@@ -23,8 +23,9 @@ VLLM_BENCH_FILE = "vllm_bench.json"
 PERCENTILES = (90, 99)
 INPUT_TOKENS_CONVENTION = (
     "input_lens and total_input_tokens are the server's usage.prompt_tokens: the whole prompt as rendered for the "
-    "model (for gpt-oss the harmony frame, about 67 tokens, plus the user message); vLLM bench's input_lens count "
-    "the dataset prompt's own tokens only, so ours are larger by the frame")
+    "model (for gpt-oss the harmony frame, about 67 tokens, plus the user message), as vLLM bench 0.32 takes them "
+    "for chat requests whenever the server sends usage; a server without usage leaves our input_lens 0, where "
+    "vLLM bench falls back to the dataset prompt's own length")
 
 
 def _stats(name: str, values_s: Sequence[float]) -> dict[str, float]:

@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # recipe's environment, where llmload reads them, and they stay out of the echoed, ps-visible command line.
 SECRETS := API_KEY WEB_LOGIN OPENAI_API_KEY
 # The KEY=VALUE words given on make's command line, passed on as they are; llmload checks them.
-SETTINGS = $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(filter command line,$(origin $v)),'$v=$($v)'))
+SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(filter command line,$(origin $v)),'$v=$($v)')))
 
 # PROMPTS=2k|4k|8k needs its generated set; make writes it first when it is missing or older than templates/.
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)

@@ -20,7 +20,7 @@ class StreamAccumulator:
 
     __slots__ = (
         "request_id", "prompt_id", "start_unix_s", "start_monotonic_s", "_token_times_s",
-        "_first_content_s", "_reasoning_events", "_content_events", "_reasoning_usage_tokens",
+        "_first_content_s", "_reasoning_events", "_reasoning_usage_tokens",
         "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "warmup",
         "record_fields",
         "arrival_stamps",
@@ -38,7 +38,6 @@ class StreamAccumulator:
         self._token_times_s: list[float] = []
         self._first_content_s: float | None = None
         self._reasoning_events = 0
-        self._content_events = 0
         self._reasoning_usage_tokens = 0  # reasoning tokens counted from continuous usage stats
         self._last_completion_tokens = 0
         self._usage: dict[str, Any] | None = None
@@ -53,14 +52,11 @@ class StreamAccumulator:
         if choices:
             choice = choices[0]
             delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning") or delta.get("reasoning_content")
-            content = delta.get("content")
-            if content:
+            if delta.get("content"):
                 self._token_times_s.append(arrived_s)
-                self._content_events += 1
                 if self._first_content_s is None:
                     self._first_content_s = arrived_s
-            elif reasoning:
+            elif delta.get("reasoning") or delta.get("reasoning_content"):
                 self._token_times_s.append(arrived_s)
                 self._reasoning_events += 1
                 if usage:
@@ -128,7 +124,7 @@ class StreamAccumulator:
             token_source=token_source,
             reasoning_source=reasoning_source,
             finish_reason=self._finish_reason,
-            answered=self._content_events > 0,
+            answered=self._first_content_s is not None,
             error=error,
             error_detail=detail,
             warmup=self.warmup,

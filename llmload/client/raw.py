@@ -21,7 +21,7 @@ from llmload.client.arrival import READ_SIZE, ArrivalReader, RealtimeToMonotonic
 from llmload.client.faults import error_message
 from llmload.client.readstats import PROCESS_READ_STATS, ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
-from llmload.control_http import split_base_url
+from llmload.control_http import split_base_url, tls_context
 from llmload.errors import ProtocolError, RequestFailed
 
 __all__ = ["RawChatClient"]
@@ -65,7 +65,7 @@ class RawChatClient:
             sock = socket.create_connection((self._host, self._port), timeout=self._timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._scheme == "https":
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
+                sock = tls_context().wrap_socket(sock, server_hostname=self._host)
         except socket.timeout:
             raise RequestFailed("timeout", f"connecting to {self._host}:{self._port}") from None
         except ssl.SSLError as e:

@@ -9,25 +9,17 @@ from __future__ import annotations
 
 import ssl
 import time
-from functools import lru_cache
 from typing import Any
 
 from llmload.client.accumulator import StreamAccumulator
 from llmload.client.faults import error_message
-from llmload.control_http import server_root
+from llmload.control_http import server_root, tls_context
 from llmload.errors import RequestFailed
 
 __all__ = ["OpenAIChatClient"]
 
 # Parameters that openai's create() takes by name; everything else goes in extra_body.
 _NAMED = ("model", "messages", "stream", "stream_options", "max_tokens", "temperature", "reasoning_effort")
-
-
-@lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    """One CA-bundle load per process: each SDK client would load it again (~33 ms of CPU, during
-    which, under gevent, every stream in flight stalls)."""
-    return ssl.create_default_context()
 
 
 class OpenAIChatClient:
@@ -41,7 +33,7 @@ class OpenAIChatClient:
 
         self._openai = openai
         self._httpx = httpx2
-        self._watch = DoneWatch(httpx2.HTTPTransport(verify=_ssl_context()))
+        self._watch = DoneWatch(httpx2.HTTPTransport(verify=tls_context()))
         self._client = openai.OpenAI(
             base_url=f"{server_root(base_url)}/v1",
             api_key=api_key or "EMPTY",

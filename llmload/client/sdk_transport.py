@@ -42,9 +42,11 @@ class WatchedStream(httpx2.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         tail = b""
         for data in self._stream:
-            if not self._watch.done_seen and _DONE.search(tail + data):
-                self._watch.done_seen = True
-            tail = data[-_DONE_OVERLAP:]
+            if not self._watch.done_seen:
+                # Copy and search only reads that hold the marker, or whose start completes one.
+                if (b"[DONE]" in data or b"[DONE]" in tail + data[:_DONE_OVERLAP]) and _DONE.search(tail + data):
+                    self._watch.done_seen = True
+                tail = data[-_DONE_OVERLAP:]
             yield data
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from llmload.control_http import get_json, server_root, split_base_url
+from llmload.control_http import get_json, server_root, split_base_url, tls_context
 from llmload.errors import ControlCallFailed, ServerError
 from llmload.options import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
@@ -39,7 +39,7 @@ def _check_tls(base_url: str, setting: str) -> None:
         return
     try:
         with socket.create_connection((host, port), timeout=_TLS_HANDSHAKE_S) as sock:
-            ssl.create_default_context().wrap_socket(sock, server_hostname=host).close()
+            tls_context().wrap_socket(sock, server_hostname=host).close()
     except ssl.SSLCertVerificationError:
         return  # it speaks TLS; the probe reports the certificate in its own words
     except ssl.SSLError as e:

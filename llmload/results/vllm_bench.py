@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import orjson
 
+from llmload.files import write_atomic
 from llmload.results.records import RequestRecord
 
 __all__ = ["VLLM_BENCH_FILE", "PERCENTILES", "vllm_bench_result", "write_vllm_bench"]
@@ -110,6 +111,4 @@ def vllm_bench_result(records: Iterable[RequestRecord], config: dict[str, Any]) 
 
 
 def write_vllm_bench(run_dir: Path, records: Iterable[RequestRecord], config: dict[str, Any]) -> Path:
-    path = run_dir / VLLM_BENCH_FILE
-    path.write_bytes(orjson.dumps(vllm_bench_result(records, config), option=orjson.OPT_INDENT_2) + b"\n")
-    return path
+    return write_atomic(run_dir / VLLM_BENCH_FILE, orjson.dumps(vllm_bench_result(records, config), option=orjson.OPT_INDENT_2) + b"\n")

@@ -24,7 +24,7 @@ from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
 from llmload.results.storage import CELL_FILE, read_summary
-from llmload.sweep.runner import _run_cell, _set_aside, write_cells_csv
+from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
 from llmload.sweep.scenarios import Cell, cell_key
 
 __all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
@@ -123,11 +123,11 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
             key = cell_key(settings)
             cell_dir = out / "cells" / key
             if not (cell_dir / CELL_FILE).exists():
-                _set_aside(cell_dir)
+                set_aside(cell_dir)
                 cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", {},
                             opts.parse_duration_s(settings.get("DURATION", "120s")))
                 started_s = time.monotonic()
-                ran = _run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
+                ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
                 if signals.first:
                     raise Interrupted(signals.first, f"step {searched}={settings[searched]} stopped early and is kept "
                                                      f"unfinished in {cell_dir}; rerun the same command to resume")

@@ -37,7 +37,7 @@ from llmload.sweep.sampler import MetricsSampler
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
 from llmload.loadtest.target import target
 
-__all__ = ["run_sweep", "cell_row", "write_cells_csv"]
+__all__ = ["run_sweep", "run_cell", "set_aside", "cell_row", "write_cells_csv"]
 
 CELL_SCHEMA_VERSION = 1
 _SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
@@ -83,7 +83,7 @@ def write_cells_csv(out: Path) -> Path:
     return write_atomic(out / "cells.csv", table.getvalue())
 
 
-def _set_aside(cell_dir: Path) -> Path | None:
+def set_aside(cell_dir: Path) -> Path | None:
     """Move a cut-short cell out of the way (kept, never deleted); None if there is none."""
     if not cell_dir.exists():
         return None
@@ -112,7 +112,7 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overh
     return cell.duration_s / speedup + (sum(overhead_s) / len(overhead_s) if overhead_s else CELL_OVERHEAD_S)
 
 
-def _run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
+def run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
               tick: Callable[[float], None], signals: SignalForwarder) -> bool:
     """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
@@ -177,7 +177,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
     overhead_s: list[float] = []
     for number, cell in enumerate(todo, 1):
         cell_dir = out / "cells" / cell.key
-        aside = _set_aside(cell_dir)
+        aside = set_aside(cell_dir)
         if aside is not None:
             progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
         left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c in todo[number - 1:])
@@ -189,7 +189,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
             probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
             cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
-            ok = _run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
+            ok = run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
             live("")
@@ -227,4 +227,4 @@ def _write_missing_prompt_sets(cells: list[Cell], progress: Callable[[str], None
 def _write_scenario(out: Path, scenario: Scenario) -> None:
     data = {"name": scenario.name, "description": scenario.description, "path": str(scenario.path),
             "server": scenario.server, "cells": [asdict(c) for c in scenario.cells]}
-    (out / SCENARIO_FILE).write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    write_atomic(out / SCENARIO_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))

@@ -85,6 +85,9 @@ class ReadArrivalReader:
 
     stamps = "user"
 
+    def start_request(self) -> None:
+        """Nothing to reset: every read is stamped in user space."""
+
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: Callable[[], float] = time.monotonic) -> None:
         self._recv = sock.recv
         self._stats = stats
@@ -106,7 +109,7 @@ class KernelArrivalReader:
     first and reads up to each event's end, so each keeps its own segment's stamp. Splitting costs a
     syscall per event just when the client is behind, and buys nothing when the kernel had merged
     the waiting segments: then it is tried again only after 2, 4, ... 64 multi-event reads.
-    ``stamps`` turns "mixed" if a read came without a stamp.
+    ``stamps`` turns "mixed" if a read of the current request came without a stamp.
     """
 
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: RealtimeToMonotonic) -> None:
@@ -116,6 +119,10 @@ class KernelArrivalReader:
         self._split = True  # until a read shows the client keeping up
         self._skip_splits = 0  # multi-event reads left before splitting is tried again
         self._backoff = 1
+        self.stamps = "kernel"
+
+    def start_request(self) -> None:
+        """A new request on the kept-alive connection: its record says which stamps it got, not the connection's."""
         self.stamps = "kernel"
 
     def _arrival_s(self, ancillary: list[tuple[int, int, bytes]], read_s: float) -> float:

@@ -82,6 +82,7 @@ class RawChatClient:
     def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
         payload = orjson.dumps(body)
         sock, reader = self._connection()
+        reader.start_request()
         head = f"{self._head}X-Request-Id: {request_id}\r\nContent-Length: {len(payload)}\r\n\r\n"
         keep = False
         try:

@@ -113,7 +113,7 @@ class MasterCollector:
 
     def on_records(self, data: dict[str, Any]) -> None:
         for line in data["lines"].splitlines():
-            self._add(RequestRecord(**orjson.loads(line)))
+            self._add(RequestRecord.from_json(orjson.loads(line)))
         if data["final"]:
             if data["load"] is not None:
                 self.loads.append(ProcessLoad.from_dict(data["load"]))

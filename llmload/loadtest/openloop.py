@@ -16,7 +16,6 @@ from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 from locust.exception import StopUser
 
-from llmload.client.measure import make_client
 
 __all__ = ["run_open_loop"]
 
@@ -62,7 +61,7 @@ def run_open_loop(user: Any, session: Any) -> None:
         raise StopUser()
     session.dispatcher_started = True
     slots = BoundedSemaphore(session.max_concurrency) if session.max_concurrency else None
-    clients = _ClientPool(lambda: make_client(session.client_name, session.host, session.api_key, session.timeout_s))
+    clients = _ClientPool(session.new_client)
     in_flight = Group()
 
     def send_when_slot(ticket: int, due_s: float) -> None:

@@ -18,6 +18,7 @@ from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from llmload import options as opts
 from llmload.client.body import ChatOptions
+from llmload.client.measure import ChatClient, make_client
 from llmload.control_http import server_root
 from llmload.errors import LoadTestError
 from llmload.loadtest.arrivals import Arrivals
@@ -128,6 +129,10 @@ class RunSession:
         logger.error("error: %s", line)
         self.config["stopped_by"] = "MAX_FAIL_RATIO"
         gevent.spawn(end_test)
+
+    def new_client(self) -> ChatClient:
+        """A streaming client for one user (or one open-loop slot), as the run's options say."""
+        return make_client(self.client_name, self.host, self.api_key, self.timeout_s)
 
     def next_prompt(self, rng: random.Random) -> Prompt:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""

@@ -19,7 +19,7 @@ from locust.exception import StopUser
 from llmload import options as opts
 from llmload.client.body import chat_body
 from llmload.client.faults import normalised_detail
-from llmload.client.measure import make_client, measure_request
+from llmload.client.measure import measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.distributed import register_messages
 from llmload.loadtest.live import install_streaming_tab
@@ -57,7 +57,7 @@ class ChatUser(User):
         session.users_started += 1
         self.backoff = FailureBackoff(session.failure_backoff_s, session.failure_backoff_max_s)
         self.rng = random.Random(session.seed * 1_000_003 + session.plan.position * 100_003 + session.users_started)
-        self.client = make_client(session.client_name, session.host, session.api_key, session.timeout_s)
+        self.client = session.new_client()
 
     def on_stop(self) -> None:
         client = getattr(self, "client", None)

@@ -78,8 +78,13 @@ class RequestRecord:
     def to_json_line(self) -> bytes:
         return orjson.dumps(self) + b"\n"
 
+    @classmethod
+    def from_json(cls, row: dict) -> "RequestRecord":
+        """The record of one decoded samples.jsonl line (or of one a worker sent)."""
+        return cls(**row)
+
 
 def read_records(path: Path) -> Iterator[RequestRecord]:
     """Yield the records of a samples.jsonl file, skipping a torn last line from a killed run."""
     for row in iter_json_lines(path):
-        yield RequestRecord(**row)
+        yield RequestRecord.from_json(row)

@@ -23,7 +23,7 @@ from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by
 from llmload.results.provenance import served_by_of
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import check_metric_path
-from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, check_schema_version, rebuild_summary
+from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 
 __all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
@@ -172,13 +172,6 @@ class Results:
     """How many cells scenario.json lists (the cells found, for a run folder or no scenario.json)."""
 
 
-def _check_summary(summary: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(summary, dict) or "response_time_ms" not in summary or not isinstance(summary.get("config", {}), dict):
-        raise ResultsError(f"{path}: not a run summary (no response_time_ms)")
-    check_schema_version(summary, path)
-    return summary
-
-
 def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
     """A lone run's settings by KEY, from the config its summary recorded."""
     pairs = {key: config.get(config_name(option_by_key(key))) for key in ("GPU", "MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS")}
@@ -189,7 +182,7 @@ def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
 def _load_run(path: Path) -> Results:
     """A `make load` folder; one killed before its summary is drawn from its samples (rebuilt here, not written)."""
     if (path / SUMMARY_FILE).exists():
-        summary = _check_summary(_read_json(path / SUMMARY_FILE), path / SUMMARY_FILE)
+        summary = read_summary(path)
     else:
         summary = rebuild_summary(path).to_dict()
     settings = _settings_from_config(summary.get("config") or {})
@@ -237,7 +230,7 @@ def _load_cell(d: Path | None, entry: dict[str, Any], source: str) -> Cell | str
         return "not run (no folder)"
     if not (d / SUMMARY_FILE).exists():
         return "no summary.json (cut short before it finished)" if d.exists() else "not run (no folder)"
-    summary = _check_summary(_read_json(d / SUMMARY_FILE), d / SUMMARY_FILE)
+    summary = read_summary(d)
     marker = _read_json(d / CELL_FILE) if (d / CELL_FILE).exists() else None
     info = marker if isinstance(marker, dict) else entry
     settings = {str(k): str(v) for k, v in (info.get("settings") or _settings_from_config(summary.get("config") or {})).items()}

@@ -421,6 +421,11 @@ class Slo:
     """mean, median, p90 or p99 (p50 is read as median)."""
     limit_s: float
 
+    @property
+    def quantile(self) -> float | None:
+        """The stat as a quantile (median 0.5, p90 0.9, p99 0.99); None for the mean."""
+        return None if self.stat == "mean" else 0.5 if self.stat == "median" else int(self.stat[1:]) / 100
+
 
 def parse_slos(text: str) -> tuple[Slo, ...]:
     """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take."""

@@ -50,7 +50,7 @@ def _request_value_s(record: RequestRecord, slo: Slo) -> float | None:
         if not record.itl_s:
             return None
         gaps = np.asarray(record.itl_s)
-        return float(gaps.mean() if slo.stat == "mean" else np.percentile(gaps, 50 if slo.stat == "median" else int(slo.stat[1:])))
+        return float(gaps.mean() if slo.stat == "mean" else np.percentile(gaps, 100 * slo.quantile))
     return {"ttft": record.ttft_s, "ttfvt": record.ttfvt_s, "tpot": record.tpot_s, "e2e": record.e2e_s}[slo.metric]
 
 
@@ -87,7 +87,7 @@ def certain_failure(slos: Sequence[Slo], records: Sequence[RequestRecord],
                 values_s = [gap for r in group for gap in r.itl_s]
             else:
                 values_s = [v for v in (_request_value_s(r, slo) for r in group) if v is not None]
-            q = 0.5 if slo.stat == "median" else int(slo.stat[1:]) / 100
+            q = slo.quantile
             ci = quantile_ci(np.sort(values_s), q, confidence)
             if ci is not None and ci[0] > slo.limit_s:
                 part = f" (effort {effort})" if len(groups) > 1 else ""

@@ -592,8 +592,10 @@ def test_fixed_timing_and_send_log(tmp_path):
         c.close()
     finally:
         _stop_clean(proc)  # SIGTERM flushes the send log
-    assert statistics.median(ttfts) == pytest.approx(0.050, abs=0.002)
-    assert statistics.median(itls) == pytest.approx(0.010, abs=0.002)
+    # Medians within 5 ms: the pacing is the sim's, but a loaded 2-core machine (load average 8+) delays a wake-up by a
+    # few ms now and then; the send-log check below is the exact one.
+    assert statistics.median(ttfts) == pytest.approx(0.050, abs=0.005)
+    assert statistics.median(itls) == pytest.approx(0.010, abs=0.005)
     lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
     assert sorted(x["request_id"] for x in lines) == sorted(recv)
     for x in lines:

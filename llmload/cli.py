@@ -266,7 +266,8 @@ def _sweep(settings: Sequence[str]) -> int:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
     out = Path(options.out) if options.out else Path("results") / scenario.name
-    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options))
+    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options),
+                     repeats=options.repeats)
 
 
 def _capacity(settings: Sequence[str]) -> int:

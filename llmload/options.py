@@ -126,8 +126,10 @@ TABLE: tuple[Option, ...] = (
     Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
     Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",), minimum=0.1),
     # crosscheck
-    Option("REPEATS", "--repeats", "repeats", 3, "runs of each tool, alternating (their spread is what agreement is "
-           "judged by)", commands=("crosscheck",), minimum=1),
+    Option("REPEATS", "--repeats", "repeats", 0, "runs of each cell (sweep: every run kept, their spread reported beside "
+           "each run's intervals; given here it replaces the scenario's REPEATS) or of each tool, alternating (crosscheck: "
+           "their spread is what agreement is judged by); 0: the scenario's REPEATS, else 1 (crosscheck: 3)",
+           commands=("sweep", "crosscheck"), minimum=0),
     # the built-in target and the vLLM CPU server
     Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu"), minimum=0, maximum=65535),
     Option("BIND", "--host", "host", "127.0.0.1", "loopback address the built-in target listens on", commands=("serve-sim",)),

@@ -199,7 +199,8 @@ def _load_sweep(path: Path) -> Results:
         raise ResultsError(f"{path / SCENARIO_FILE}: not a scenario record")
     planned = [c for c in scenario.get("cells") or [] if isinstance(c, dict) and "key" in c]
     cells_dir = path / "cells"
-    on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name} if cells_dir.is_dir() else {}
+    on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name
+               and ".repeat-" not in d.name} if cells_dir.is_dir() else {}  # REPEATS' later runs: in repeats.csv
     cells: list[Cell] = []
     missing: list[MissingCell] = []
     seen: set[str] = set()

@@ -284,7 +284,14 @@ def _capacity(settings: Sequence[str]) -> int:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
     effort = parsed.effort.partition(":")[0]
     out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{opts.bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
-    return run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+    if code == 0:
+        from plots.capacity import load_capacity
+        from plots.figures import capacity_figure
+
+        drawn = capacity_figure(load_capacity(out), out)
+        print(f"Figure: {drawn.files[0]}" if drawn.files else f"No figure: {drawn.note}")
+    return code
 
 
 def _report(run_dirs: Sequence[str]) -> int:

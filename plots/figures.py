@@ -15,7 +15,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import matplotlib
 
@@ -26,9 +26,10 @@ import matplotlib.ticker  # noqa: E402
 from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
 from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, fmt, grouped, slo_value,  # noqa: E402
                           sort_key, varying, x_axis)
+from plots.capacity import WHOLE_RUN, CapacityPlot  # noqa: E402
 from plots.results import Cell  # noqa: E402
 
-__all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
+__all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all", "capacity_figure"]
 
 COLORS = {"low": "#1b9e77", "medium": "#d95f02", "high": "#7570b3", "none": "#666666"}
 """One colour per effort, the same in every figure."""
@@ -84,8 +85,12 @@ def _grid(n: int, width: float = 3.8, height: float = 3.0, max_cols: int = 3):
 
 def _stamp(cells: Sequence[Cell]) -> str:
     """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
-    labels = sorted({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
-    return "; ".join(labels) + ": simulated timings, not a measurement" if labels else ""
+    return _rehearsal_stamp({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
+
+
+def _rehearsal_stamp(labels: Iterable[str]) -> str:
+    shown = sorted(labels)
+    return "; ".join(shown) + ": simulated timings, not a measurement" if shown else ""
 
 
 def _save(fig, out: Path, name: str, title: str, stamp: str = "") -> list[Path]:
@@ -445,6 +450,81 @@ def _small_multiples(data: FigureData, out: Path, names: Sequence[str]) -> Figur
         fig.subplots_adjust(left=0.06, right=0.99, bottom=0.9 / (1.25 * rows + 0.9) * 0.7, top=top, hspace=0.45, wspace=0.12)
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper right", ncols=len(labels), frameon=False)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
+    return data
+
+
+# ---- make capacity: each SLO against the load searched ----------------------------------------------
+
+def _spaced_labels(values: Sequence[float], log: bool, min_gap: float = 0.06) -> list[str]:
+    """Tick labels for sorted ``values``, blank where one would touch the last shown (gap: share of the axis)."""
+    at = [math.log2(v) if log else v for v in values]
+    span = (at[-1] - at[0]) or 1.0
+    labels, last = [], None
+    for value, position in zip(values, at):
+        show = last is None or position - last >= min_gap * span
+        labels.append(f"{value:g}" if show else "")
+        last = position if show else last
+    return labels
+
+
+def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> FigureData:
+    """Per SLO: its statistic at each step (whole run, and each effort of a mix) with 95% intervals, the
+    limit, the capacity and its interval; hollow points fail the SLO, '?' marks an uncertain verdict."""
+    searched = "concurrent users (USERS)" if plot.by == "users" else "requests/s (RATE)"
+    shown = "none" if plot.answer is None else f"{plot.answer:g}"
+    bounds = ", ".join("n/a" if b is None else f"{b:g}" for b in plot.answer_ci95)
+    data = FigureData(name, f"Capacity: {'USERS' if plot.by == 'users' else 'RATE'}={shown} meets every SLO "
+                            f"(95% interval [{bounds}])\nthe search stopped because {plot.stopped_because}",
+                      searched, "ms", stamp=_rehearsal_stamp(plot.rehearsals), x_setting=plot.by)
+    for panel in plot.panels:
+        data.panels[panel.slo] = {line: Series(tuple(p.load for p in points if p.value_ms is not None),
+                                               tuple(p.value_ms for p in points if p.value_ms is not None),
+                                               ci95=tuple(p.ci95_ms for p in points if p.value_ms is not None),
+                                               effort="" if line == WHOLE_RUN else line)
+                                  for line, points in panel.lines.items()}
+    data.extra = {"answer": plot.answer, "answer_ci95": plot.answer_ci95, "limits_ms": {p.slo: p.limit_ms for p in plot.panels}}
+    if not plot.panels:
+        data.note = "capacity.json holds no step with an SLO value"
+        return data
+    loads = sorted({load for load, _, _ in plot.steps})
+    with plt.rc_context(STYLE):
+        fig, axes = _grid(len(plot.panels), 4.6, 3.4)
+        for ax, panel in zip(axes, plot.panels):
+            for line, points in panel.lines.items():
+                measured = [p for p in points if p.value_ms is not None]
+                whole = line == WHOLE_RUN
+                color = "#333333" if whole else COLORS.get(line, PALETTE[0])
+                ax.plot([p.load for p in measured], [p.value_ms for p in measured], color=color, linestyle="--" if whole else "-",
+                        linewidth=1.0 if whole else 1.4, label=line if whole else f"effort {line}")
+                for p in measured:
+                    if p.ci95_ms is not None:
+                        ax.errorbar([p.load], [p.value_ms], yerr=[[p.value_ms - p.ci95_ms[0]], [p.ci95_ms[1] - p.value_ms]],
+                                    color=color, capsize=2, linewidth=0.8)
+                    ax.plot([p.load], [p.value_ms], marker="o", color=color, markerfacecolor=color if p.passed else "white", linestyle="none")
+                    if not p.certain:
+                        ax.annotate("?", (p.load, p.value_ms), xytext=(4, 2), textcoords="offset points", fontsize=7, color=color)
+            ax.axhline(panel.limit_ms, color="#b00000", linestyle=":", linewidth=1.2, label="SLO limit")
+            low, high = plot.answer_ci95
+            if plot.answer is not None:
+                ax.axvspan(low if low else 0, high if high is not None else max(loads) * 2, color="#2ca02c", alpha=0.12,
+                           label="capacity's 95% interval")
+                ax.axvline(plot.answer, color="#2ca02c", linewidth=1.5, label=f"capacity {plot.answer:g}")
+            log = max(loads) > 8 * min(loads)  # the doubling steps spread evenly, the bisection's between them
+            if log:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(loads, _spaced_labels(loads, log))
+            margin = (max(loads) - min(loads)) * 0.08 or 1.0
+            ax.set_xlim(min(loads) / 1.5 if log else min(loads) - margin, max(loads) * 1.5 if log else max(loads) + margin)
+            ax.set_ylim(bottom=0)
+            ax.set_title(panel.slo)
+            ax.set_xlabel(searched)
+            ax.set_ylabel(f"{panel.slo.split('<=')[0]} (ms)")
+        handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+        from matplotlib.lines import Line2D
+        handles["hollow: the step fails this SLO; ?: not certain"] = Line2D([], [], marker="o", markerfacecolor="white", color="#555555",
+                                                                             linestyle="none")
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(4, len(handles)), frameon=False)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 

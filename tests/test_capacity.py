@@ -10,6 +10,7 @@ from llmload.results.slo import certain_failure
 from llmload.options import parse_slos
 from llmload.sim import start_sim, stop_sim
 from llmload.sweep.capacity import Step, answer, next_load
+from plots.capacity import WHOLE_RUN, load_capacity
 
 
 def search(capacity: float, start: float = 1.0, maximum: float = 1024.0, precision: float = 0.1, whole: bool = True):
@@ -106,7 +107,11 @@ def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_seq
         assert [s["load"] for s in steps[:3]] == [4, 8, 16] and not steps[2]["passed"]
         assert any(s["stopped_early"] for s in steps if not s["passed"])  # failures end before DURATION
         assert all((out / "cells" / s["key"] / "cell.json").exists() for s in steps)
-        assert "Capacity: USERS=" in done.stdout
+        assert "Capacity: USERS=" in done.stdout and f"Figure: {out / 'capacity.png'}" in done.stdout
+        plot = load_capacity(out)  # the figure's data: every step's TPOT median against its users, the limit, the answer
+        (panel,) = plot.panels
+        assert panel.limit_ms == 41.5 and [p.load for p in panel.lines[WHOLE_RUN]] == sorted(s["load"] for s in steps)
+        assert plot.answer == result["max_users"] and (out / "capacity.svg").exists()
         again = run_cli("capacity", *settings, timeout_s=120)  # every step is a finished cell: reused
         assert again.returncode == 0 and again.stdout.count("(finished before, reused)") == len(steps)
         assert json.loads((out / "capacity.json").read_text())["max_users"] == result["max_users"]

@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
-from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, fmt, grouped, slo_value,  # noqa: E402
-                          sort_key, varying, x_axis)
+from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, effort_parts, fmt, grouped,  # noqa: E402
+                          slo_value, sort_key, varying, x_axis)
 from plots.capacity import WHOLE_RUN, CapacityPlot  # noqa: E402
 from plots.results import Cell  # noqa: E402
 
@@ -38,6 +38,9 @@ MARKERS = {"h100": "o", "h200": "s", "a100": "^", "l4": "D"}
 EXTRA_MARKERS = ("v", "P", "X", "*", "h")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LINESTYLES = ("-", "--", ":", "-.")
+MIX_COLOR = "#333333"
+"""A run that mixed efforts, as a whole; each effort's part of it takes the effort's colour and the mix's line style."""
+MIX_LINESTYLES = ("--", ":", "-.")
 STYLE = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "axes.grid": True,
          "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
          "figure.dpi": 100, "savefig.dpi": 100, "lines.markersize": 5}
@@ -65,6 +68,15 @@ class FigureData:
     @property
     def skipped(self) -> bool:
         return not self.files
+
+
+def _color(effort: str, index: int) -> str:
+    return COLORS.get(effort) or (MIX_COLOR if effort.startswith("mix:") else PALETTE[index % len(PALETTE)])
+
+
+def _linestyle(s: Series, mix_styles: dict[str, str], others: str = "-") -> str:
+    """A mix's parts: that mix's line style; other series: ``others``."""
+    return mix_styles.setdefault(s.mix, MIX_LINESTYLES[len(mix_styles) % len(MIX_LINESTYLES)]) if s.mix else others
 
 
 def _marker(gpu: str, seen: dict[str, str]) -> str:
@@ -144,11 +156,12 @@ def _line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width
         fig, axes = _grid(len(data.panels), width, height, max_cols)
         dashes: dict[str, str] = {}
         markers: dict[str, str] = {}
+        mix_styles: dict[str, str] = {}
         for ax, (panel, series) in zip(axes, data.panels.items()):
             for i, (label, s) in enumerate(series.items()):
-                style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers), "linestyle": "-"}
-                if dash_by:  # one line style per GPU, the same in every panel
-                    style["linestyle"] = dashes.setdefault(s.gpu, LINESTYLES[len(dashes) % len(LINESTYLES)])
+                # dash_by: one line style per GPU, the same in every panel
+                gpu_style = dashes.setdefault(s.gpu, LINESTYLES[len(dashes) % len(LINESTYLES)]) if dash_by else "-"
+                style = {"color": _color(s.effort, i), "marker": _marker(s.gpu, markers), "linestyle": _linestyle(s, mix_styles, gpu_style)}
                 _draw_series(ax, s, label, style, at, i)
             if data.slo is not None:
                 ax.axhline(data.slo, color="#b00000", linestyle=":", linewidth=1, label=f"SLO {data.slo:g}")
@@ -161,19 +174,22 @@ def _line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width
             ax.set_xticks([at(t) for t in ticks], [str(t) for t in ticks])
             ax.margins(x=0.12)
             ax.set_ylim(bottom=0)
-        _figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes)
+        _figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes, mix_styles)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
-def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str], styles: dict[str, str] | None = None) -> None:
-    """One legend for the whole figure, below it: colour = effort, marker = GPU, then what the marks mean."""
+def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str], styles: dict[str, str] | None = None,
+                   mix_styles: dict[str, str] | None = None) -> None:
+    """One legend for the whole figure, below it: colour = effort, marker = GPU, line style = a mix's parts, then what the marks mean."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles: dict[str, Any] = {}
     for effort in sorted({s.effort for s in series if s.effort}, key=effort_key):
-        handles[f"effort {effort}"] = Line2D([], [], color=COLORS.get(effort, PALETTE[0]))
+        handles[effort if effort.startswith("mix:") else f"effort {effort}"] = Line2D([], [], color=_color(effort, 0))
+    for mix, linestyle in (mix_styles or {}).items():
+        handles[f"each effort's part of {mix}"] = Line2D([], [], color="#555555", linestyle=linestyle)
     for gpu in sorted({s.gpu for s in series if s.gpu}):
         handles[gpu] = Line2D([], [], marker=_marker(gpu, markers), color="#555555", linestyle=(styles or {}).get(gpu, "none"))
     for label, linestyle in (styles or {}).items():  # line styles of the other settings, when they vary
@@ -194,11 +210,12 @@ def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str],
 # ---- figures 1, 2 and the beyond-study per-setting metrics -----------------------------------------
 
 def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
-    """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort."""
+    """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort
+    (a mixed run: its whole, and each effort's part in that effort's colour)."""
     def figure(cells: Sequence[Cell], out: Path) -> FigureData:
         x = x_axis(cells)
         data = FigureData(name, f"{title} vs {AXIS_LABELS[x]}", AXIS_LABELS[x], ylabel,
-                          grouped(cells, ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
+                          grouped(effort_parts(cells), ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
                           x_setting=x, slo=slo_value(cells, metric))
         return _line_figure(data, out)
     figure.__name__ = name
@@ -229,7 +246,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request",
                       stamp=_stamp(cells))
     pooled: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for c in cells:
+    for c in effort_parts(cells, keep_mixed=False):  # a mixed run's requests, each under its own effort
         panel = " ".join([c.model] + [fmt(a, getattr(c, a)) for a in varying(cells, ("gpu", "prompts", "max_tokens"))])
         counts = c.output_tokens()
         if not counts and c.metric("output_tokens.count"):  # no samples: the summary's figures only
@@ -289,7 +306,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
 
 def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     """The study's figure 4, at full size: median response time against max_tokens."""
-    capped = [c for c in cells if c.max_tokens > 0]
+    capped = [c for c in effort_parts(cells) if c.max_tokens > 0]
     data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)",
                       stamp=_stamp(cells), x_setting="max_tokens", slo=slo_value(capped, RESPONSE_TIME))
     panels = grouped(capped, ("gpu", "model", "prompts"), ("effort", "users"), "max_tokens", RESPONSE_TIME)
@@ -308,7 +325,7 @@ def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
         by: dict[tuple[str, str], set[str]] = defaultdict(set)
         for c in cells:
             by[(c.model, c.prompts)].add(c.gpu)
-        shared = [c for c in cells if len(by[(c.model, c.prompts)]) > 1]
+        shared = [c for c in effort_parts(cells) if len(by[(c.model, c.prompts)]) > 1]
         if not shared:
             return FigureData(name, title, note="needs one model and prompt set measured on two GPUs (give two or more folders)")
         x = x_axis(shared, exclude=("gpu",))
@@ -341,31 +358,33 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
     groups: dict[str, list[Cell]] = defaultdict(list)
     attrs = ["gpu", "model", "prompts", "effort", "max_tokens"]
     shown = [a for a in attrs if a in varying(cells, attrs)] or ["effort"]
-    for c in cells:
+    others = [a for a in shown if a not in ("effort", "gpu")]
+    for c in effort_parts(cells):
         if c.metric("response_time_ms.median") is not None and c.metric("output_throughput_tok_s") is not None:
-            groups[" ".join(fmt(a, getattr(c, a)) for a in shown)].append(c)
+            groups[" ".join(filter(None, (fmt(a, getattr(c, a)) for a in (*shown, "mix"))))].append(c)
     series = {}
+    rests: dict[str, str] = {}  # the other settings of each curve: its line style
     for label in sorted(groups, key=sort_key):
         pts = sorted(groups[label], key=lambda c: c.users)
         efforts, gpus = {c.effort for c in pts}, {c.gpu for c in pts}
         series[label] = Series(tuple(c.metric("response_time_ms.median") for c in pts), tuple(c.metric("output_throughput_tok_s") for c in pts),
                                tuple(int(c.metric("requests_ok") or 0) for c in pts), (None,) * len(pts), (None,) * len(pts),
                                tuple(not c.complete for c in pts), efforts.pop() if len(efforts) == 1 else "",
-                               gpus.pop() if len(gpus) == 1 else "")
+                               gpus.pop() if len(gpus) == 1 else "", pts[0].mix)
+        rests[label] = " ".join(fmt(a, getattr(pts[0], a)) for a in others)
         data.extra.setdefault("users", {})[label] = tuple(c.users for c in pts)
     if not series:
         data.note = "no cells hold latency and throughput"
         return data
     data.panels = {"all configurations": series}
-    others = [a for a in shown if a not in ("effort", "gpu")]
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(8.0, 5.2), layout="constrained")
         markers: dict[str, str] = {}
         dashes: dict[str, str] = {}
+        mix_styles: dict[str, str] = {}
         for i, (label, s) in enumerate(series.items()):
-            rest = " ".join(w for w, a in zip(label.split(), shown) if a in others)
-            style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers),
-                     "linestyle": dashes.setdefault(rest, LINESTYLES[len(dashes) % len(LINESTYLES)])}
+            rest_style = dashes.setdefault(rests[label], LINESTYLES[len(dashes) % len(LINESTYLES)])
+            style = {"color": _color(s.effort, i), "marker": _marker(s.gpu, markers), "linestyle": _linestyle(s, mix_styles, rest_style)}
             _draw_series(ax, s, label, style, float, i)
             for x, y, u in zip(s.x, s.y, data.extra["users"][label]):
                 ax.annotate(f"u{u}", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points", color=style["color"])
@@ -373,7 +392,7 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
         ax.set_ylabel(data.ylabel)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        _figure_legend(fig, [ax], list(series.values()), markers, dashes)
+        _figure_legend(fig, [ax], list(series.values()), markers, dashes, mix_styles)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 

@@ -53,9 +53,11 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
 
     ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
     """
-    values = {**vars(options), "host": host, "model": model, "out": str(out or ""),
+    # RATE: one user per process dispatches that process's share of the schedule
+    users = (options.workers or options.expect_remote_workers or 1) if options.rate else options.num_users
+    values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
-              "spawn_rate": options.spawn_rate or float(options.num_users),
+              "spawn_rate": options.spawn_rate or float(users),
               "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in opts.OPTIONS:

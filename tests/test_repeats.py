@@ -4,6 +4,8 @@ import pytest
 
 from llmload.sweep.repeats import HEADLINE, spread, spread_rows, format_spread
 
+pytestmark = pytest.mark.pure
+
 
 def test_spread_of_literal_numbers():
     s = spread([10.0, 12.0, 14.0], [(9.0, 11.0), (11.0, 14.0)])

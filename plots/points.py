@@ -80,7 +80,7 @@ class Series:
     gpu: str = ""
     """The series' GPU when all its points share one (its marker), else empty."""
     mix: str = ""
-    """Set when the series is one effort's part of mixed runs: their EFFORT=mix:... (drawn dashed)."""
+    """Set when the series is one effort's part of mixed runs: their EFFORT=mix:... (drawn in that mix's line style)."""
 
     @property
     def thin(self) -> tuple[bool, ...]:

@@ -87,7 +87,7 @@ def test_repeats_keep_every_run_resume_and_report_their_spread(tmp_path):
     scenario.write_text("defaults: {DURATION: 2s, MAX_TOKENS: 30, MODEL: gpt-oss-20b, REPEATS: 2}\ncells: [{USERS: 2}]\n")
     done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=4", timeout_s=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 runs (1 cells, REPEATS), 0 already finished, 2 to run" in done.stdout and "cell 0 run 2/2" in done.stdout
+    assert "2 runs (1 cell x REPEATS), 0 already finished, 2 to run" in done.stdout and "cell 0 run 2/2" in done.stdout
     key = rows(out)[0]["key"]
     assert [(r["key"], r["repeat"]) for r in rows(out)] == [(key, "1"), (key, "2")]
     assert (out / "cells" / key / "cell.json").exists() and (out / "cells" / f"{key}.repeat-2" / "cell.json").exists()
@@ -100,7 +100,7 @@ def test_repeats_keep_every_run_resume_and_report_their_spread(tmp_path):
     # REPEATS from make replaces the scenario's: one more run, the two made are kept as they were.
     before = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*")}
     more = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=4", "REPEATS=3", timeout_s=300)
-    assert more.returncode == 0 and "3 runs (1 cells, REPEATS), 2 already finished, 1 to run" in more.stdout, more.stdout + more.stderr
+    assert more.returncode == 0 and "3 runs (1 cell x REPEATS), 2 already finished, 1 to run" in more.stdout, more.stdout + more.stderr
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in before.items())
     assert [r["repeat"] for r in rows(out)] == ["1", "2", "3"] and (out / "cells" / f"{key}.repeat-3" / "summary.json").exists()
 

@@ -193,7 +193,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
     _write_missing_prompt_sets(cells, progress)
     runs = [(c, r, repeats or c.repeats) for c in cells for r in range(1, (repeats or c.repeats) + 1)]
     todo = [run for run in runs if not (run_dir(out, run[0], run[1]) / CELL_FILE).exists()]
-    unit = "cells" if len(runs) == len(cells) else f"runs ({len(cells)} cells, REPEATS)"
+    unit = "cells" if len(runs) == len(cells) else f"runs ({len(cells)} cell{'s' if len(cells) > 1 else ''} x REPEATS)"
     progress(f"{scenario.name}: {len(runs)} {unit}, {len(runs) - len(todo)} already finished, {len(todo)} to run -> {out}")
     failed: list[Cell] = []
     done_wall_s: list[float] = []

@@ -117,3 +117,19 @@ def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_seq
         assert json.loads((out / "capacity.json").read_text())["max_users"] == result["max_users"]
     finally:
         stop_sim(process)
+
+
+def test_an_early_stop_while_duration_ends_still_writes_the_summary(tmp_path):
+    # 16 requests/s against a gap that grows 3 ms per running sequence: TPOT passes 30 ms after a few seconds, and the
+    # early stop came while DURATION's own stop was draining the streams. Locust then stops twice; the second stop
+    # returned at once and Locust exited before the first had written summary.json (it must wait for it).
+    process, url = start_sim(["--fixed-ttft-ms", "10", "--fixed-itl-ms", "1", "--itl-per-seq-ms", "3"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "RATE=16", "DURATION=6s", "MAX_TOKENS=40", "EFFORT=low", "EARLY_STOP=on",
+                       "SLO=tpot_median<=30ms", f"OUT={out}")
+    finally:
+        stop_sim(process)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["slo_met"] is False and summary["stopped_early"].startswith("tpot_median<=30ms fails")

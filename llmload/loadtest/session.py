@@ -80,6 +80,7 @@ class RunSession:
         self.seed = o.seed
         self.users_started = 0
         self.finished = False
+        self.files_written = Event()
         self.stop_timeout_s = float(o.stop_timeout)
         self.plan = plan_of(environment)
         # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
@@ -179,13 +180,21 @@ class RunSession:
             self.writer.flush()
 
     def finish(self, environment: Any) -> None:
-        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops.
+        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops
+        (a call while the first is writing returns when it is done).
 
         A worker sends its last records to the master instead; the master waits for every worker's.
         """
-        if self.finished:
+        if self.finished:  # a second stop (EARLY_STOP's while DURATION's drains) waits: Locust exits once it returns
+            self.files_written.wait()
             return
         self.finished = True
+        try:
+            self._write_files(environment)
+        finally:
+            self.files_written.set()
+
+    def _write_files(self, environment: Any) -> None:
         if self.forwarder is not None:
             self.forwarder.close(self.monitor.stop())
             return

@@ -513,16 +513,18 @@ def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> Fi
             for line, points in panel.lines.items():
                 measured = [p for p in points if p.value_ms is not None]
                 whole = line == WHOLE_RUN
-                color = "#333333" if whole else COLORS.get(line, PALETTE[0])
-                ax.plot([p.load for p in measured], [p.value_ms for p in measured], color=color, linestyle="--" if whole else "-",
-                        linewidth=1.0 if whole else 1.4, label=line if whole else f"effort {line}")
+                color = MIX_COLOR if whole else _color(line, 0)
+                beside_efforts = whole and len(panel.lines) > 1  # under a mix: dashed, behind the efforts' lines
+                ax.plot([p.load for p in measured], [p.value_ms for p in measured], color=color, linestyle="--" if beside_efforts else "-",
+                        linewidth=1.0 if beside_efforts else 1.4, label=line if whole else f"effort {line}")
                 for p in measured:
                     if p.ci95_ms is not None:
                         ax.errorbar([p.load], [p.value_ms], yerr=[[p.value_ms - p.ci95_ms[0]], [p.ci95_ms[1] - p.value_ms]],
                                     color=color, capsize=2, linewidth=0.8)
                     ax.plot([p.load], [p.value_ms], marker="o", color=color, markerfacecolor=color if p.passed else "white", linestyle="none")
                     if not p.certain:
-                        ax.annotate("?", (p.load, p.value_ms), xytext=(4, 2), textcoords="offset points", fontsize=7, color=color)
+                        ax.annotate("?", (p.load, p.value_ms), xytext=(-11, 4), textcoords="offset points", fontsize=9,
+                                    fontweight="bold", color=color)
             ax.axhline(panel.limit_ms, color="#b00000", linestyle=":", linewidth=1.2, label="SLO limit")
             low, high = plot.answer_ci95
             if plot.answer is not None:

@@ -40,7 +40,7 @@ worker: $(VENV)/.installed  ## Locust worker(s) here for a master elsewhere: MAS
 prompts: $(VENV)/.installed  ## prompts/2k.jsonl, 4k.jsonl, 8k.jsonl from templates/ (VERIFY=host checks counts)
 	$(PY) -m llmload prompts $(SETTINGS)
 
-sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPEEDUP, METRICS_INTERVAL
+sweep: $(VENV)/.installed  ## every cell of SCENARIO (resumable): HOST, OUT, SPEEDUP, METRICS_INTERVAL, REPEATS
 	$(PY) -m llmload sweep $(SETTINGS)
 
 capacity: $(VENV)/.installed $(GENERATED_SET)  ## the largest USERS (or RATE, CAPACITY_BY=rate) meeting SLO: adaptive search, OUT/capacity.json

@@ -53,9 +53,11 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
 
     ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
     """
-    values = {**vars(options), "host": host, "model": model, "out": str(out or ""),
+    # RATE: one user per process dispatches that process's share of the schedule
+    users = (options.workers or options.expect_remote_workers or 1) if options.rate else options.num_users
+    values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
-              "spawn_rate": options.spawn_rate or float(options.num_users),
+              "spawn_rate": options.spawn_rate or float(users),
               "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in opts.OPTIONS:
@@ -266,7 +268,8 @@ def _sweep(settings: Sequence[str]) -> int:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
     out = Path(options.out) if options.out else Path("results") / scenario.name
-    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options))
+    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options),
+                     repeats=options.repeats)
 
 
 def _capacity(settings: Sequence[str]) -> int:
@@ -283,7 +286,14 @@ def _capacity(settings: Sequence[str]) -> int:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
     effort = parsed.effort.partition(":")[0]
     out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{opts.bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
-    return run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+    if code == 0:
+        from plots.capacity import load_capacity
+        from plots.figures import capacity_figure
+
+        drawn = capacity_figure(load_capacity(out), out)
+        print(f"Figure: {drawn.files[0]}" if drawn.files else f"No figure: {drawn.note}")
+    return code
 
 
 def _report(run_dirs: Sequence[str]) -> int:

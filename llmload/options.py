@@ -126,8 +126,10 @@ TABLE: tuple[Option, ...] = (
     Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
     Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",), minimum=0.1),
     # crosscheck
-    Option("REPEATS", "--repeats", "repeats", 3, "runs of each tool, alternating (their spread is what agreement is "
-           "judged by)", commands=("crosscheck",), minimum=1),
+    Option("REPEATS", "--repeats", "repeats", 0, "runs of each cell (sweep: every run kept, their spread reported beside "
+           "each run's intervals; given here it replaces the scenario's REPEATS) or of each tool, alternating (crosscheck: "
+           "their spread is what agreement is judged by); 0: the scenario's REPEATS, else 1 (crosscheck: 3)",
+           commands=("sweep", "crosscheck"), minimum=0),
     # the built-in target and the vLLM CPU server
     Option("PORT", "--port", "port", 8000, "TCP port the server listens on (0: a free one)", commands=("serve-sim", "vllm-cpu"), minimum=0, maximum=65535),
     Option("BIND", "--host", "host", "127.0.0.1", "loopback address the built-in target listens on", commands=("serve-sim",)),
@@ -181,12 +183,12 @@ TABLE: tuple[Option, ...] = (
     Option("SLO", "--slo", "slo", "", "service-level objectives, e.g. ttft_p90<=2s,tpot_p90<=50ms,ttfvt_p90<=10s "
            "(units required); gives goodput_rps"),
     Option("RATE", "--rate", "rate", 0.0, "open loop: requests per second sent on a schedule whatever the server does "
-           "(0: USERS closed-loop users)", minimum=0),
+           "(0: USERS closed-loop users); with workers, each sends its share of the one schedule", minimum=0),
     Option("ARRIVALS", "--arrivals", "arrivals", "poisson", "with RATE: the gaps between sends", choices=ARRIVALS),
     Option("BURSTINESS", "--burstiness", "burstiness", 1.0, "ARRIVALS=gamma: the gaps' shape, as vLLM bench's --burstiness "
            "(below 1 burstier, above 1 more regular)", above=0),
-    Option("MAX_CONCURRENCY", "--max-concurrency", "max_concurrency", 0, "with RATE: at most this many requests in flight; "
-           "one due while all are busy waits for a slot (0: no cap)", minimum=0),
+    Option("MAX_CONCURRENCY", "--max-concurrency", "max_concurrency", 0, "with RATE: at most this many requests in flight "
+           "(split evenly over workers); one due while all are busy waits for a slot (0: no cap)", minimum=0),
     Option("EARLY_STOP", "--early-stop", "early_stop", "off", "with SLO: end the run as soon as an SLO's failure is certain "
            "(a sequential test), not at DURATION", choices=("off", "on")),
     Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
@@ -496,8 +498,10 @@ def _validate_open_loop(options: argparse.Namespace) -> None:
     if options.rate and options.num_users != 1:
         raise ConfigError(f"USERS={options.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
                           "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
-    if options.rate and (getattr(options, "workers", 0) or getattr(options, "expect_remote_workers", 0)):
-        raise ConfigError("RATE runs in one process for now: leave WORKERS and EXPECT_WORKERS out")
+    workers = getattr(options, "workers", 0) or getattr(options, "expect_remote_workers", 0)
+    if options.rate and options.max_concurrency and options.max_concurrency < workers:
+        raise ConfigError(f"MAX_CONCURRENCY={options.max_concurrency} is split over {workers} workers, so each needs one: "
+                          f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
     if options.max_concurrency and not options.rate:
         raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
 

@@ -1,6 +1,7 @@
 """python -m plots figures DIR [DIR ...] | python -m plots compare A B
 
     figures   every figure (PNG and SVG) into DIR/figures/ of the first DIR, and DIR/report.html
+              (a `make capacity` folder: its capacity figure too)
               (all figures inline, the cells table, the server, the missing cells)
     compare   Markdown to stdout: B (tuned) against A (baseline), per workload both measured
 
@@ -17,7 +18,9 @@ USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare 
 
 
 def _figures(dirs: list[str]) -> int:
-    from plots.figures import draw_all
+    from llmload.results.storage import CAPACITY_FILE
+    from plots.capacity import load_capacity
+    from plots.figures import capacity_figure, draw_all
     from plots.html import table_html, write_report
     from plots.results import load_results
     from plots.tables import compare_rows, compare_table, match_cells
@@ -27,6 +30,8 @@ def _figures(dirs: list[str]) -> int:
     cells = [c for r in results for c in r.cells]
     out = first.path / "figures"
     figures = draw_all(cells, out)
+    if (first.path / CAPACITY_FILE).exists():  # a `make capacity` folder: its figure too
+        figures.append(capacity_figure(load_capacity(first.path), out))
     comparisons = []
     for other in results[1:]:  # a later folder measuring the first one's workloads: its comparison table too
         pairs = match_cells(first.cells, other.cells)[0]

@@ -15,7 +15,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import matplotlib
 
@@ -24,11 +24,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
-from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, fmt, grouped, slo_value,  # noqa: E402
-                          sort_key, varying, x_axis)
+from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, effort_parts, fmt, grouped,  # noqa: E402
+                          slo_value, sort_key, varying, x_axis)
+from plots.capacity import WHOLE_RUN, CapacityPlot  # noqa: E402
 from plots.results import Cell  # noqa: E402
 
-__all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
+__all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all", "capacity_figure"]
 
 COLORS = {"low": "#1b9e77", "medium": "#d95f02", "high": "#7570b3", "none": "#666666"}
 """One colour per effort, the same in every figure."""
@@ -37,6 +38,9 @@ MARKERS = {"h100": "o", "h200": "s", "a100": "^", "l4": "D"}
 EXTRA_MARKERS = ("v", "P", "X", "*", "h")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LINESTYLES = ("-", "--", ":", "-.")
+MIX_COLOR = "#333333"
+"""A run that mixed efforts, as a whole; each effort's part of it takes the effort's colour and the mix's line style."""
+MIX_LINESTYLES = ("--", ":", "-.")
 STYLE = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8, "axes.grid": True,
          "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
          "figure.dpi": 100, "savefig.dpi": 100, "lines.markersize": 5}
@@ -66,6 +70,15 @@ class FigureData:
         return not self.files
 
 
+def _color(effort: str, index: int) -> str:
+    return COLORS.get(effort) or (MIX_COLOR if effort.startswith("mix:") else PALETTE[index % len(PALETTE)])
+
+
+def _linestyle(s: Series, mix_styles: dict[str, str], others: str = "-") -> str:
+    """A mix's parts: that mix's line style; other series: ``others``."""
+    return mix_styles.setdefault(s.mix, MIX_LINESTYLES[len(mix_styles) % len(MIX_LINESTYLES)]) if s.mix else others
+
+
 def _marker(gpu: str, seen: dict[str, str]) -> str:
     if gpu in MARKERS:
         return MARKERS[gpu]
@@ -84,8 +97,12 @@ def _grid(n: int, width: float = 3.8, height: float = 3.0, max_cols: int = 3):
 
 def _stamp(cells: Sequence[Cell]) -> str:
     """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
-    labels = sorted({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
-    return "; ".join(labels) + ": simulated timings, not a measurement" if labels else ""
+    return _rehearsal_stamp({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
+
+
+def _rehearsal_stamp(labels: Iterable[str]) -> str:
+    shown = sorted(labels)
+    return "; ".join(shown) + ": simulated timings, not a measurement" if shown else ""
 
 
 def _save(fig, out: Path, name: str, title: str, stamp: str = "") -> list[Path]:
@@ -139,11 +156,12 @@ def _line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width
         fig, axes = _grid(len(data.panels), width, height, max_cols)
         dashes: dict[str, str] = {}
         markers: dict[str, str] = {}
+        mix_styles: dict[str, str] = {}
         for ax, (panel, series) in zip(axes, data.panels.items()):
             for i, (label, s) in enumerate(series.items()):
-                style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers), "linestyle": "-"}
-                if dash_by:  # one line style per GPU, the same in every panel
-                    style["linestyle"] = dashes.setdefault(s.gpu, LINESTYLES[len(dashes) % len(LINESTYLES)])
+                # dash_by: one line style per GPU, the same in every panel
+                gpu_style = dashes.setdefault(s.gpu, LINESTYLES[len(dashes) % len(LINESTYLES)]) if dash_by else "-"
+                style = {"color": _color(s.effort, i), "marker": _marker(s.gpu, markers), "linestyle": _linestyle(s, mix_styles, gpu_style)}
                 _draw_series(ax, s, label, style, at, i)
             if data.slo is not None:
                 ax.axhline(data.slo, color="#b00000", linestyle=":", linewidth=1, label=f"SLO {data.slo:g}")
@@ -156,19 +174,22 @@ def _line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width
             ax.set_xticks([at(t) for t in ticks], [str(t) for t in ticks])
             ax.margins(x=0.12)
             ax.set_ylim(bottom=0)
-        _figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes)
+        _figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes, mix_styles)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
 
-def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str], styles: dict[str, str] | None = None) -> None:
-    """One legend for the whole figure, below it: colour = effort, marker = GPU, then what the marks mean."""
+def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str], styles: dict[str, str] | None = None,
+                   mix_styles: dict[str, str] | None = None) -> None:
+    """One legend for the whole figure, below it: colour = effort, marker = GPU, line style = a mix's parts, then what the marks mean."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles: dict[str, Any] = {}
     for effort in sorted({s.effort for s in series if s.effort}, key=effort_key):
-        handles[f"effort {effort}"] = Line2D([], [], color=COLORS.get(effort, PALETTE[0]))
+        handles[effort if effort.startswith("mix:") else f"effort {effort}"] = Line2D([], [], color=_color(effort, 0))
+    for mix, linestyle in (mix_styles or {}).items():
+        handles[f"each effort's part of {mix}"] = Line2D([], [], color="#555555", linestyle=linestyle)
     for gpu in sorted({s.gpu for s in series if s.gpu}):
         handles[gpu] = Line2D([], [], marker=_marker(gpu, markers), color="#555555", linestyle=(styles or {}).get(gpu, "none"))
     for label, linestyle in (styles or {}).items():  # line styles of the other settings, when they vary
@@ -189,11 +210,12 @@ def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str],
 # ---- figures 1, 2 and the beyond-study per-setting metrics -----------------------------------------
 
 def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
-    """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort."""
+    """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort
+    (a mixed run: its whole, and each effort's part in that effort's colour)."""
     def figure(cells: Sequence[Cell], out: Path) -> FigureData:
         x = x_axis(cells)
         data = FigureData(name, f"{title} vs {AXIS_LABELS[x]}", AXIS_LABELS[x], ylabel,
-                          grouped(cells, ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
+                          grouped(effort_parts(cells), ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
                           x_setting=x, slo=slo_value(cells, metric))
         return _line_figure(data, out)
     figure.__name__ = name
@@ -224,7 +246,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request",
                       stamp=_stamp(cells))
     pooled: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for c in cells:
+    for c in effort_parts(cells, keep_mixed=False):  # a mixed run's requests, each under its own effort
         panel = " ".join([c.model] + [fmt(a, getattr(c, a)) for a in varying(cells, ("gpu", "prompts", "max_tokens"))])
         counts = c.output_tokens()
         if not counts and c.metric("output_tokens.count"):  # no samples: the summary's figures only
@@ -284,7 +306,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
 
 def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
     """The study's figure 4, at full size: median response time against max_tokens."""
-    capped = [c for c in cells if c.max_tokens > 0]
+    capped = [c for c in effort_parts(cells) if c.max_tokens > 0]
     data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)",
                       stamp=_stamp(cells), x_setting="max_tokens", slo=slo_value(capped, RESPONSE_TIME))
     panels = grouped(capped, ("gpu", "model", "prompts"), ("effort", "users"), "max_tokens", RESPONSE_TIME)
@@ -303,7 +325,7 @@ def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
         by: dict[tuple[str, str], set[str]] = defaultdict(set)
         for c in cells:
             by[(c.model, c.prompts)].add(c.gpu)
-        shared = [c for c in cells if len(by[(c.model, c.prompts)]) > 1]
+        shared = [c for c in effort_parts(cells) if len(by[(c.model, c.prompts)]) > 1]
         if not shared:
             return FigureData(name, title, note="needs one model and prompt set measured on two GPUs (give two or more folders)")
         x = x_axis(shared, exclude=("gpu",))
@@ -336,31 +358,33 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
     groups: dict[str, list[Cell]] = defaultdict(list)
     attrs = ["gpu", "model", "prompts", "effort", "max_tokens"]
     shown = [a for a in attrs if a in varying(cells, attrs)] or ["effort"]
-    for c in cells:
+    others = [a for a in shown if a not in ("effort", "gpu")]
+    for c in effort_parts(cells):
         if c.metric("response_time_ms.median") is not None and c.metric("output_throughput_tok_s") is not None:
-            groups[" ".join(fmt(a, getattr(c, a)) for a in shown)].append(c)
+            groups[" ".join(filter(None, (fmt(a, getattr(c, a)) for a in (*shown, "mix"))))].append(c)
     series = {}
+    rests: dict[str, str] = {}  # the other settings of each curve: its line style
     for label in sorted(groups, key=sort_key):
         pts = sorted(groups[label], key=lambda c: c.users)
         efforts, gpus = {c.effort for c in pts}, {c.gpu for c in pts}
         series[label] = Series(tuple(c.metric("response_time_ms.median") for c in pts), tuple(c.metric("output_throughput_tok_s") for c in pts),
                                tuple(int(c.metric("requests_ok") or 0) for c in pts), (None,) * len(pts), (None,) * len(pts),
                                tuple(not c.complete for c in pts), efforts.pop() if len(efforts) == 1 else "",
-                               gpus.pop() if len(gpus) == 1 else "")
+                               gpus.pop() if len(gpus) == 1 else "", pts[0].mix)
+        rests[label] = " ".join(fmt(a, getattr(pts[0], a)) for a in others)
         data.extra.setdefault("users", {})[label] = tuple(c.users for c in pts)
     if not series:
         data.note = "no cells hold latency and throughput"
         return data
     data.panels = {"all configurations": series}
-    others = [a for a in shown if a not in ("effort", "gpu")]
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(8.0, 5.2), layout="constrained")
         markers: dict[str, str] = {}
         dashes: dict[str, str] = {}
+        mix_styles: dict[str, str] = {}
         for i, (label, s) in enumerate(series.items()):
-            rest = " ".join(w for w, a in zip(label.split(), shown) if a in others)
-            style = {"color": COLORS.get(s.effort, PALETTE[i % len(PALETTE)]), "marker": _marker(s.gpu, markers),
-                     "linestyle": dashes.setdefault(rest, LINESTYLES[len(dashes) % len(LINESTYLES)])}
+            rest_style = dashes.setdefault(rests[label], LINESTYLES[len(dashes) % len(LINESTYLES)])
+            style = {"color": _color(s.effort, i), "marker": _marker(s.gpu, markers), "linestyle": _linestyle(s, mix_styles, rest_style)}
             _draw_series(ax, s, label, style, float, i)
             for x, y, u in zip(s.x, s.y, data.extra["users"][label]):
                 ax.annotate(f"u{u}", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points", color=style["color"])
@@ -368,7 +392,7 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
         ax.set_ylabel(data.ylabel)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        _figure_legend(fig, [ax], list(series.values()), markers, dashes)
+        _figure_legend(fig, [ax], list(series.values()), markers, dashes, mix_styles)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 
@@ -445,6 +469,83 @@ def _small_multiples(data: FigureData, out: Path, names: Sequence[str]) -> Figur
         fig.subplots_adjust(left=0.06, right=0.99, bottom=0.9 / (1.25 * rows + 0.9) * 0.7, top=top, hspace=0.45, wspace=0.12)
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper right", ncols=len(labels), frameon=False)
+        data.files = _save(fig, out, data.name, data.title, data.stamp)
+    return data
+
+
+# ---- make capacity: each SLO against the load searched ----------------------------------------------
+
+def _spaced_labels(values: Sequence[float], log: bool, min_gap: float = 0.06) -> list[str]:
+    """Tick labels for sorted ``values``, blank where one would touch the last shown (gap: share of the axis)."""
+    at = [math.log2(v) if log else v for v in values]
+    span = (at[-1] - at[0]) or 1.0
+    labels, last = [], None
+    for value, position in zip(values, at):
+        show = last is None or position - last >= min_gap * span
+        labels.append(f"{value:g}" if show else "")
+        last = position if show else last
+    return labels
+
+
+def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> FigureData:
+    """Per SLO: its statistic at each step (whole run, and each effort of a mix) with 95% intervals, the
+    limit, the capacity and its interval; hollow points fail the SLO, '?' marks an uncertain verdict."""
+    searched = "concurrent users (USERS)" if plot.by == "users" else "requests/s (RATE)"
+    shown = "none" if plot.answer is None else f"{plot.answer:g}"
+    bounds = ", ".join("n/a" if b is None else f"{b:g}" for b in plot.answer_ci95)
+    data = FigureData(name, f"Capacity: {'USERS' if plot.by == 'users' else 'RATE'}={shown} meets every SLO "
+                            f"(95% interval [{bounds}])\nthe search stopped because {plot.stopped_because}",
+                      searched, "ms", stamp=_rehearsal_stamp(plot.rehearsals), x_setting=plot.by)
+    for panel in plot.panels:
+        data.panels[panel.slo] = {line: Series(tuple(p.load for p in points if p.value_ms is not None),
+                                               tuple(p.value_ms for p in points if p.value_ms is not None),
+                                               ci95=tuple(p.ci95_ms for p in points if p.value_ms is not None),
+                                               effort="" if line == WHOLE_RUN else line)
+                                  for line, points in panel.lines.items()}
+    data.extra = {"answer": plot.answer, "answer_ci95": plot.answer_ci95, "limits_ms": {p.slo: p.limit_ms for p in plot.panels}}
+    if not plot.panels:
+        data.note = "capacity.json holds no step with an SLO value"
+        return data
+    loads = sorted({load for load, _, _ in plot.steps})
+    with plt.rc_context(STYLE):
+        fig, axes = _grid(len(plot.panels), 4.6, 3.4)
+        for ax, panel in zip(axes, plot.panels):
+            for line, points in panel.lines.items():
+                measured = [p for p in points if p.value_ms is not None]
+                whole = line == WHOLE_RUN
+                color = MIX_COLOR if whole else _color(line, 0)
+                beside_efforts = whole and len(panel.lines) > 1  # under a mix: dashed, behind the efforts' lines
+                ax.plot([p.load for p in measured], [p.value_ms for p in measured], color=color, linestyle="--" if beside_efforts else "-",
+                        linewidth=1.0 if beside_efforts else 1.4, label=line if whole else f"effort {line}")
+                for p in measured:
+                    if p.ci95_ms is not None:
+                        ax.errorbar([p.load], [p.value_ms], yerr=[[p.value_ms - p.ci95_ms[0]], [p.ci95_ms[1] - p.value_ms]],
+                                    color=color, capsize=2, linewidth=0.8)
+                    ax.plot([p.load], [p.value_ms], marker="o", color=color, markerfacecolor=color if p.passed else "white", linestyle="none")
+                    if not p.certain:
+                        ax.annotate("?", (p.load, p.value_ms), xytext=(-11, 4), textcoords="offset points", fontsize=9,
+                                    fontweight="bold", color=color)
+            ax.axhline(panel.limit_ms, color="#b00000", linestyle=":", linewidth=1.2, label="SLO limit")
+            low, high = plot.answer_ci95
+            if plot.answer is not None:
+                ax.axvspan(low if low else 0, high if high is not None else max(loads) * 2, color="#2ca02c", alpha=0.12,
+                           label="capacity's 95% interval")
+                ax.axvline(plot.answer, color="#2ca02c", linewidth=1.5, label=f"capacity {plot.answer:g}")
+            log = max(loads) > 8 * min(loads)  # the doubling steps spread evenly, the bisection's between them
+            if log:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(loads, _spaced_labels(loads, log))
+            margin = (max(loads) - min(loads)) * 0.08 or 1.0
+            ax.set_xlim(min(loads) / 1.5 if log else min(loads) - margin, max(loads) * 1.5 if log else max(loads) + margin)
+            ax.set_ylim(bottom=0)
+            ax.set_title(panel.slo)
+            ax.set_xlabel(searched)
+            ax.set_ylabel(f"{panel.slo.split('<=')[0]} (ms)")
+        handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+        from matplotlib.lines import Line2D
+        handles["hollow: the step fails this SLO; ?: not certain"] = Line2D([], [], marker="o", markerfacecolor="white", color="#555555",
+                                                                             linestyle="none")
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(4, len(handles)), frameon=False)
         data.files = _save(fig, out, data.name, data.title, data.stamp)
     return data
 

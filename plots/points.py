@@ -2,7 +2,9 @@
 
 Each point keeps what a reader needs to judge it: how many requests stand behind it (``n``), the
 percentile band above a median, the 95% interval when summary.json has one (``<metric>_ci95``),
-and whether its cell was cut short (partial). No matplotlib here: tests read these directly.
+and whether its cell was cut short (partial). A run that mixed efforts (EFFORT=mix:...) is also
+broken down into one part per effort (``effort_parts``): each its own series, in the effort's colour.
+No matplotlib here: tests read these directly.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from llmload.options import parse_slos
-from plots.results import Cell
+from plots.results import Cell, effort_part
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",
-           "fmt", "x_axis", "grouped", "slo_value"]
+           "fmt", "x_axis", "grouped", "slo_value", "effort_parts"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
 AXES = ("users", "max_tokens", "prompts", "model", "effort", "gpu")
@@ -77,6 +79,8 @@ class Series:
     """The series' effort when all its points share one (its colour), else empty."""
     gpu: str = ""
     """The series' GPU when all its points share one (its marker), else empty."""
+    mix: str = ""
+    """Set when the series is one effort's part of mixed runs: their EFFORT=mix:... (drawn in that mix's line style)."""
 
     @property
     def thin(self) -> tuple[bool, ...]:
@@ -103,7 +107,19 @@ def varying(cells: Sequence[Cell], attrs: Iterable[str]) -> list[str]:
     return [a for a in attrs if len({getattr(c, a) for c in cells}) > 1]
 
 
+def effort_parts(cells: Sequence[Cell], keep_mixed: bool = True) -> list[Cell]:
+    """The cells, each run that mixed efforts followed by one part per effort it sent (``keep_mixed=False``:
+    the parts in place of the mixed run)."""
+    out: list[Cell] = []
+    for c in cells:
+        efforts = [e for e, part in (c.summary.get("by_effort") or {}).items() if part.get("requests_ok") or part.get("requests_failed")]
+        out.extend(([c] if keep_mixed or not efforts else []) + [effort_part(c, e) for e in efforts])
+    return out
+
+
 def fmt(attr: str, value: Any) -> str:
+    if attr == "mix":
+        return f"in {value}" if value else ""
     if attr == "users":
         return f"u{value}"
     if attr == "max_tokens":
@@ -112,8 +128,9 @@ def fmt(attr: str, value: Any) -> str:
 
 
 def x_axis(cells: Sequence[Cell], exclude: Sequence[str] = ()) -> str:
-    """The setting the cells vary, first in AXES order (users when nothing varies: a lone run)."""
-    return next((a for a in AXES if a not in exclude and a in varying(cells, AXES)), "users")
+    """The setting the cells vary, first in AXES order (users when nothing varies: a lone run); effort parts aside."""
+    runs = [c for c in cells if not c.mix] or cells
+    return next((a for a in AXES if a not in exclude and a in varying(runs, AXES)), "users")
 
 
 def slo_value(cells: Sequence[Cell], metric: Metric) -> float | None:
@@ -132,7 +149,7 @@ def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Seq
     """Panels keyed by panel_attrs (plus every other varying setting, so no two cells share a point),
     series by series_attrs, points sorted by x; cells without the value are left out."""
     panel_attrs = [a for a in panel_attrs if a != x_attr]
-    series_attrs = [a for a in series_attrs if a != x_attr]
+    series_attrs = [a for a in series_attrs if a != x_attr] + (["mix"] if any(c.mix for c in cells) else [])
     others = [a for a in varying(cells, AXES) if a not in (*panel_attrs, *series_attrs, x_attr)]
     panel_attrs = [a for a in panel_attrs if a != "gpu" or a in varying(cells, ("gpu",))] + others  # the GPU only when it varies
     points: dict[str, dict[str, dict[Any, Cell]]] = defaultdict(lambda: defaultdict(dict))
@@ -140,7 +157,7 @@ def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Seq
         if metric.value(c) is None:
             continue
         panel = " ".join(fmt(a, getattr(c, a)) for a in panel_attrs) or "all"
-        series = " ".join(fmt(a, getattr(c, a)) for a in series_attrs) or "all"
+        series = " ".join(filter(None, (fmt(a, getattr(c, a)) for a in series_attrs))) or "all"
         points[panel][series][getattr(c, x_attr)] = c
     out: dict[str, dict[str, Series]] = {}
     for panel in sorted(points, key=sort_key):
@@ -149,9 +166,9 @@ def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Seq
             by_x = points[panel][label]
             xs = sorted(by_x, key=lambda v: v if isinstance(v, (int, float)) else sort_key(v))
             cs = [by_x[x] for x in xs]
-            efforts, gpus = {c.effort for c in cs}, {c.gpu for c in cs}
+            efforts, gpus, mixes = {c.effort for c in cs}, {c.gpu for c in cs}, {c.mix for c in cs}
             out[panel][label] = Series(
                 tuple(xs), tuple(metric.value(c) for c in cs), tuple(int(c.metric(metric.n_path) or 0) for c in cs),
                 tuple(metric.upper(c) for c in cs), tuple(metric.ci95(c) for c in cs), tuple(not c.complete for c in cs),
-                efforts.pop() if len(efforts) == 1 else "", gpus.pop() if len(gpus) == 1 else "")
+                efforts.pop() if len(efforts) == 1 else "", gpus.pop() if len(gpus) == 1 else "", mixes.pop() if len(mixes) == 1 else "")
     return out

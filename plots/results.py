@@ -9,7 +9,7 @@ summary at all is *missing*. Nothing here writes to a results folder.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import check_metric_path
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 
-__all__ = ["ResultsError", "Cell", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
+__all__ = ["ResultsError", "Cell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
 SERVER_KEYS = ("GPU", *RUNNER_KEYS)
 """Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
@@ -63,6 +63,8 @@ class Cell:
     complete: bool
     source: str = ""
     """The results folder this cell was loaded from (for figures over several folders)."""
+    mix: str = ""
+    """Set on one effort's part of a run that mixed efforts (``effort_part``): that run's EFFORT=mix:...; else empty."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -128,13 +130,14 @@ class Cell:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     def output_tokens(self) -> list[int]:
-        """Each successful request's output token count, read fast (only the fields needed)."""
+        """Each successful request's output token count, read fast (only the fields needed); an effort part's own only."""
         path = self.path / SAMPLES_FILE
         if not path.exists():
             return []
         try:
             return [int(row["completion_tokens"]) for row in iter_json_lines(path)
-                    if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None]
+                    if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None
+                    and (not self.mix or row.get("effort") == self.effort)]
         except (ValueError, TypeError, AttributeError) as e:
             raise ResultsError(f"{path}: not a samples file ({e})") from None
 
@@ -147,6 +150,13 @@ class Cell:
             return tuple(read_samples(path))
         except (ValueError, TypeError) as e:
             raise ResultsError(f"{path}: not a server metrics file ({e})") from None
+
+
+def effort_part(cell: Cell, effort: str) -> Cell:
+    """One effort's part of a mixed run as a Cell of its own: its summary is that effort's ``by_effort`` entry."""
+    config = {**cell.config, "effort": effort}
+    return replace(cell, summary={**cell.summary, **cell.summary["by_effort"][effort], "config": config},
+                   mix=str(cell.config.get("effort") or cell.effort))
 
 
 @dataclass(frozen=True)
@@ -199,7 +209,8 @@ def _load_sweep(path: Path) -> Results:
         raise ResultsError(f"{path / SCENARIO_FILE}: not a scenario record")
     planned = [c for c in scenario.get("cells") or [] if isinstance(c, dict) and "key" in c]
     cells_dir = path / "cells"
-    on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name} if cells_dir.is_dir() else {}
+    on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name
+               and ".repeat-" not in d.name} if cells_dir.is_dir() else {}  # REPEATS' later runs: in repeats.csv
     cells: list[Cell] = []
     missing: list[MissingCell] = []
     seen: set[str] = set()

@@ -50,7 +50,7 @@ def test_a_schedule_depends_only_on_its_seed():
     (["RATE=5", "BURSTINESS=0.5"], "BURSTINESS applies to ARRIVALS=gamma only"),
     (["RATE=5", "USERS=4"], "USERS=4 with RATE"),
     (["MAX_CONCURRENCY=4"], "MAX_CONCURRENCY applies with RATE"),
-    (["RATE=5", "WORKERS=2"], "RATE runs in one process for now"),
+    (["RATE=5", "WORKERS=3", "MAX_CONCURRENCY=2"], "MAX_CONCURRENCY=2 is split over 3 workers, so each needs one"),
     (["RATE=5", "MAX_CONCURRENCY=-1"], "MAX_CONCURRENCY=-1 is out of range: it must be a finite number at least 0"),
     (["RATE=5", "ARRIVALS=uniform"], "ARRIVALS (--arrivals): invalid choice"),
 ])
@@ -59,6 +59,7 @@ def test_bad_open_loop_settings(settings, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_run_args(settings)
     assert parse_run_args(["RATE=5", "ARRIVALS=gamma", "BURSTINESS=0.5", "MAX_CONCURRENCY=8"]).rate == 5.0
+    assert parse_run_args(["RATE=5", "WORKERS=2", "MAX_CONCURRENCY=2"]).workers == 2
 
 
 def _sent(scheduled_s: float, lag_s: float, wait_s: float = 0.0) -> RequestRecord:

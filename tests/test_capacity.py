@@ -10,6 +10,7 @@ from llmload.results.slo import certain_failure
 from llmload.options import parse_slos
 from llmload.sim import start_sim, stop_sim
 from llmload.sweep.capacity import Step, answer, next_load
+from plots.capacity import WHOLE_RUN, load_capacity
 
 
 def search(capacity: float, start: float = 1.0, maximum: float = 1024.0, precision: float = 0.1, whole: bool = True):
@@ -106,9 +107,29 @@ def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_seq
         assert [s["load"] for s in steps[:3]] == [4, 8, 16] and not steps[2]["passed"]
         assert any(s["stopped_early"] for s in steps if not s["passed"])  # failures end before DURATION
         assert all((out / "cells" / s["key"] / "cell.json").exists() for s in steps)
-        assert "Capacity: USERS=" in done.stdout
+        assert "Capacity: USERS=" in done.stdout and f"Figure: {out / 'capacity.png'}" in done.stdout
+        plot = load_capacity(out)  # the figure's data: every step's TPOT median against its users, the limit, the answer
+        (panel,) = plot.panels
+        assert panel.limit_ms == 41.5 and [p.load for p in panel.lines[WHOLE_RUN]] == sorted(s["load"] for s in steps)
+        assert plot.answer == result["max_users"] and (out / "capacity.svg").exists()
         again = run_cli("capacity", *settings, timeout_s=120)  # every step is a finished cell: reused
         assert again.returncode == 0 and again.stdout.count("(finished before, reused)") == len(steps)
         assert json.loads((out / "capacity.json").read_text())["max_users"] == result["max_users"]
     finally:
         stop_sim(process)
+
+
+def test_an_early_stop_while_duration_ends_still_writes_the_summary(tmp_path):
+    # 16 requests/s against a gap that grows 3 ms per running sequence: TPOT passes 30 ms after a few seconds, and the
+    # early stop came while DURATION's own stop was draining the streams. Locust then stops twice; the second stop
+    # returned at once and Locust exited before the first had written summary.json (it must wait for it).
+    process, url = start_sim(["--fixed-ttft-ms", "10", "--fixed-itl-ms", "1", "--itl-per-seq-ms", "3"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "RATE=16", "DURATION=6s", "MAX_TOKENS=40", "EFFORT=low", "EARLY_STOP=on",
+                       "SLO=tpot_median<=30ms", f"OUT={out}")
+    finally:
+        stop_sim(process)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["slo_met"] is False and summary["stopped_early"].startswith("tpot_median<=30ms fails")

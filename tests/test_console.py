@@ -28,6 +28,9 @@ def test_banner_says_target_load_duration_and_where_results_go():
     real = banner_lines(options(REQUESTS=100, USERS=4), "http://gpu:8000", "m", {"rehearsal": False, "version": "0.10.1"},
                         "out/", {})
     assert real[0].startswith("llmload: 100 requests, at most 4 users at once") and "reports version 0.10.1" in real[1]
+    rate = banner_lines(options(RATE=5, ARRIVALS="constant", MAX_CONCURRENCY=3, DURATION="10s"), "http://gpu:8000", "m",
+                        {"rehearsal": False}, "out/", {})
+    assert rate[0].startswith("llmload: 10s of load, 5 requests/s, constant arrivals, at most 3 in flight (open loop)")
 
 
 def test_progress_line():

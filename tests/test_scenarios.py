@@ -165,6 +165,15 @@ def test_name_defaults_to_the_file_stem(tmp_path):
     assert load_scenario(write(tmp_path, "cells: [{USERS: 2}]\n", "my-study.yaml")).name == "my-study"
 
 
+def test_repeats_is_read_by_the_sweep_and_no_part_of_the_key(tmp_path):
+    once = load_scenario(write(tmp_path, "cells:\n  - {USERS: 2}\n  - {USERS: 4}\n", "once.yaml"))
+    path = write(tmp_path, "defaults: {REPEATS: 3}\ncells:\n  - {USERS: 2}\n  - {USERS: 4, REPEATS: 1}\n", "repeated.yaml")
+    repeated = load_scenario(path)
+    assert [c.repeats for c in once.cells] == [1, 1] and [c.repeats for c in repeated.cells] == [3, 1]
+    assert [c.key for c in repeated.cells] == [c.key for c in once.cells]  # raising REPEATS keeps the runs made
+    assert all("REPEATS" not in c.settings and not any("REPEATS" in w for w in c.load_args()) for c in repeated.cells)
+
+
 BAD = [  # (file text, what the one line must say after "<file>: ")
     ("GRID: {USERS: [1]}\n", "unknown key 'GRID' at top level; allowed: name, description, server, defaults, grid, cells"),
     ("grid:\n  EFFORT: [low, medium, ultra]\n", "grid.EFFORT[2]: EFFORT='ultra' is not one of low, medium, high, none, nor a mix"),
@@ -199,6 +208,9 @@ BAD = [  # (file text, what the one line must say after "<file>: ")
     ("cells:\n  - {MODEL: }\n", "cells[0].MODEL: no value; write \"\" for an empty setting"),
     ("cells:\n  - {USERS: [1, 2]}\n", "cells[0].USERS: [1, 2] is not a single value"),
     ("cells:\n  - USERS\n", "cells[0]: must be a mapping of KEY: value, not str 'USERS'"),
+    ("grid:\n  REPEATS: [1, 2]\n", "grid.REPEATS: REPEATS runs a cell again, it is no axis; set it in defaults or in a cell"),
+    ("defaults: {REPEATS: 0}\ncells: [{}]\n", "defaults.REPEATS: REPEATS=0 must be at least 1"),
+    ("cells:\n  - {REPEATS: two}\n", "cells[0].REPEATS: 'two' is not a whole number"),
 ]
 
 

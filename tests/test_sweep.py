@@ -82,6 +82,29 @@ def test_resume_after_the_runner_is_killed_mid_cell(tmp_path):
     assert [r["EFFORT"] for r in table] == ["low", "medium", "high"] and len({r["key"] for r in table}) == 3
 
 
+def test_repeats_keep_every_run_resume_and_report_their_spread(tmp_path):
+    scenario, out = tmp_path / "again.yaml", tmp_path / "sweep"
+    scenario.write_text("defaults: {DURATION: 2s, MAX_TOKENS: 30, MODEL: gpt-oss-20b, REPEATS: 2}\ncells: [{USERS: 2}]\n")
+    done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=4", timeout_s=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 runs (1 cell x REPEATS), 0 already finished, 2 to run" in done.stdout and "cell 0 run 2/2" in done.stdout
+    key = rows(out)[0]["key"]
+    assert [(r["key"], r["repeat"]) for r in rows(out)] == [(key, "1"), (key, "2")]
+    assert (out / "cells" / key / "cell.json").exists() and (out / "cells" / f"{key}.repeat-2" / "cell.json").exists()
+    with open(out / "repeats.csv") as f:
+        (spread,) = list(csv.DictReader(f))
+    medians = [float(r["ttft_ms_median"]) for r in rows(out)]
+    assert spread["runs"] == "2" and float(spread["ttft_ms_median_min"]) == min(medians) and float(spread["ttft_ms_median_max"]) == max(medians)
+    assert float(spread["ttft_ms_median_stdev"]) == pytest.approx(abs(medians[0] - medians[1]) / 2 ** 0.5)
+    assert "spread between runs" in done.stdout and "ttft_ms_median" in done.stdout
+    # REPEATS from make replaces the scenario's: one more run, the two made are kept as they were.
+    before = {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*")}
+    more = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=4", "REPEATS=3", timeout_s=300)
+    assert more.returncode == 0 and "3 runs (1 cell x REPEATS), 2 already finished, 1 to run" in more.stdout, more.stdout + more.stderr
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in before.items())
+    assert [r["repeat"] for r in rows(out)] == ["1", "2", "3"] and (out / "cells" / f"{key}.repeat-3" / "summary.json").exists()
+
+
 def test_a_bad_scenario_is_one_line(tmp_path):
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(TINY.replace("EFFORT: [low, high]", "EFFORT: [low, ultra]"))

@@ -1,6 +1,7 @@
 """Locust's distributed mode: local worker processes, and a master and a worker on their own network addresses."""
 
 import csv
+import itertools
 import json
 import os
 import shutil
@@ -14,7 +15,10 @@ from dataclasses import asdict
 
 import pytest
 
+import numpy as np
+
 from conftest import REPO, run_cli
+from llmload.loadtest.arrivals import Arrivals
 from llmload.promptsets.catalog import load_prompt_set
 from llmload.results.records import read_records
 from llmload.results.summary import summarize
@@ -76,6 +80,29 @@ def test_two_local_workers_send_every_record_once_to_the_master(tmp_path):
     # ORDER=sequence: the two workers took the set's prompts in turn, so together they used its first 24.
     ids = [p.id for p in load_prompt_set("builtin", 0)]
     assert Counter(r.prompt_id for r in records) == Counter(ids[i % len(ids)] for i in range(24))
+
+
+def test_rate_over_two_workers_sends_exactly_the_one_process_schedule(tmp_path):
+    process, url = start_sim(["--fixed-ttft-ms", "20", "--fixed-itl-ms", "5"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "RATE=20", "REQUESTS=60", "WARMUP_REQUESTS=4", "MAX_TOKENS=10", "EFFORT=low",
+                       "WORKERS=2", f"OUT={out}", timeout_s=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+        with urllib.request.urlopen(f"{url}/metrics") as response:
+            served = _served(response.read().decode())
+    finally:
+        stop_sim(process)
+    records = _check_merged_run(out, 60, 4, 2, served)  # each request once, as many as Locust counted and the target served
+    measured = [r for r in records if not r.warmup]
+    # Worker i sent arrivals i, i + 2, ... of the seeded schedule from the master's instant: together, the one-process schedule.
+    planned = list(itertools.islice(Arrivals(20.0, "poisson").offsets_s(0), 60))
+    scheduled = sorted(r.scheduled_monotonic_s for r in measured)
+    assert np.allclose(np.array(scheduled) - scheduled[0], planned, atol=1e-3)
+    arrivals = json.loads((out / "summary.json").read_text())["arrivals"]
+    assert arrivals["requests_scheduled"] == 60 and arrivals["scheduled_rate_rps"] == pytest.approx(59 / planned[-1], rel=1e-3)
+    assert arrivals["send_rate_rps"] == pytest.approx(arrivals["scheduled_rate_rps"], rel=0.05)
+    assert arrivals["dispatch_lag_ms"]["median"] < 20.0
 
 
 def _netns_available():

@@ -31,13 +31,15 @@ from llmload.loadtest.preflight import probe_server, resolve_model
 from llmload.processes import die_with_parent
 from llmload.results.storage import read_summary
 
-__all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "random_workload", "run_crosscheck"]
+__all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "DEFAULT_REPEATS", "random_workload", "run_crosscheck"]
 
 CROSSCHECK_SCHEMA_VERSION = 1
 DEFAULT_WORKLOAD = "random:256:128"
 """PROMPTS when it is left at its default (builtin, a set vLLM's bench cannot send)."""
 DEFAULT_REQUESTS = 100
 """REQUESTS per repeat when it is left at 0."""
+DEFAULT_REPEATS = 3
+"""REPEATS when it is left at 0: the fewest runs whose spread says something."""
 
 
 def random_workload(prompts: str) -> tuple[int, int]:
@@ -116,22 +118,23 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     """Runs both tools REPEATS times, writes OUT/crosscheck.json and prints the table; 0 when every run finished."""
     if not options.host:
         raise ConfigError("HOST is missing: crosscheck measures a running server, e.g. HOST=http://127.0.0.1:8000")
-    if options.repeats < 1 or options.num_users < 1 or options.requests < 0:
-        raise ConfigError("REPEATS and USERS must be at least 1, REQUESTS 0 (the default, 100) or more")
+    if options.num_users < 1 or options.requests < 0:
+        raise ConfigError("USERS must be at least 1, REQUESTS 0 (the default, 100) or more")
     random_workload(options.prompts)
     api_key = opts.api_key(options)
     model = resolve_model(options.model, probe_server(options.host, api_key))
     requests = options.requests or DEFAULT_REQUESTS
+    repeats = options.repeats or DEFAULT_REPEATS
     out = Path(options.out) if options.out else Path("results") / f"crosscheck-{opts.bare_model_name(model)}"
     if (out / "crosscheck.json").exists():
         raise ConfigError(f"OUT={out} already holds a crosscheck; choose another OUT")
     values: dict[str, dict[str, list[float | None]]] = {tool: {m: [] for m in METRICS} for tool in ("vllm_bench", "llmload")}
     reasoning = False
-    for repeat in range(options.repeats):
+    for repeat in range(repeats):
         seed = options.seed + repeat
         order = ("vllm_bench", "llmload") if repeat % 2 == 0 else ("llmload", "vllm_bench")
         for tool in order:
-            print(f"repeat {repeat + 1}/{options.repeats}: {tool}", flush=True)
+            print(f"repeat {repeat + 1}/{repeats}: {tool}", flush=True)
             if tool == "vllm_bench":
                 metrics = _bench_repeat(options, options.host, model, seed, requests, out, api_key)
             else:
@@ -143,7 +146,7 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     input_len, output_len = random_workload(options.prompts)
     document = {"schema_version": CROSSCHECK_SCHEMA_VERSION, "host": options.host, "model": model,
                 "workload": {"input_tokens": input_len, "output_tokens": output_len, "requests": requests,
-                             "users": options.num_users, "repeats": options.repeats, "effort": options.effort,
+                             "users": options.num_users, "repeats": repeats, "effort": options.effort,
                              "temperature": options.temperature},
                 "reasoning": reasoning, **values,
                 "within_spread": {row.metric: row.within_spread for row in rows},

@@ -36,12 +36,16 @@ def override_notes(options: Any, overrides: dict[str, str]) -> list[str]:
 
 
 def _load_text(options: Any) -> str:
-    users = f"{options.num_users} user{'s' if options.num_users != 1 else ''}"
+    if options.rate:
+        cap = f", at most {options.max_concurrency} in flight" if options.max_concurrency else ""
+        how = f"{options.rate:g} requests/s, {options.arrivals} arrivals{cap} (open loop)"
+    else:
+        how = f"{options.num_users} user{'s' if options.num_users != 1 else ''}"
     if options.requests:
-        return f"{options.requests} requests, at most {users} at once"
+        return f"{options.requests} requests, {how}" if options.rate else f"{options.requests} requests, at most {how} at once"
     seconds = opts.scaled_duration_s(options)
     scaled = f" (DURATION {options.run_time} / SPEEDUP {options.speedup:g})" if options.speedup != 1 else ""
-    return f"{format_s(seconds)} of load{scaled}, {users} (closed loop)"
+    return f"{format_s(seconds)} of load{scaled}, {how}" + ("" if options.rate else " (closed loop)")
 
 
 def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any], results: str,

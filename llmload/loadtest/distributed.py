@@ -3,10 +3,12 @@
 Workers run the users and send every record to the master (a batch a second, then a final one with
 their own load figures); only the master writes samples.jsonl and the summary. REQUESTS and
 WARMUP_REQUESTS are split over the workers; the measured requests start on every worker once all
-warm-ups have finished; ORDER=sequence interleaves the set over the workers. Messages:
+warm-ups have finished; ORDER=sequence interleaves the set over the workers. Under RATE every worker
+draws the same seeded schedule and sends its arrivals position, position + workers, ... from one
+start instant the master sets, so together they send exactly the one-process schedule. Messages:
 
-    master -> worker  llmload_plan     {"position", "workers"} before the users start
-    master -> all     llmload_go       every warm-up is done
+    master -> worker  llmload_plan     {"position", "workers", "start_unix_s"} before the users start
+    master -> all     llmload_go       {"start_unix_s"}: every warm-up is done, the measured schedule starts then
     master -> all     llmload_stop     the test is ending: stop the users, send the final batch
     worker -> master  llmload_records  {"lines": samples.jsonl bytes, "final": bool, "load": ProcessLoad or None}
     worker -> master  llmload_warmed   this worker's warm-ups are done
@@ -17,6 +19,7 @@ warm-ups have finished; ORDER=sequence interleaves the set over the workers. Mes
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +38,10 @@ logger = logging.getLogger("llmload")
 PLAN, GO, STOP = "llmload_plan", "llmload_go", "llmload_stop"
 RECORDS, WARMED, DONE, FAILED = "llmload_records", "llmload_warmed", "llmload_done", "llmload_failed"
 SEND_INTERVAL_S = 1.0
+START_LEAD_S = 0.5
+"""RATE's schedule starts this long after the master sends the plan: time for every worker to start its users."""
+GO_LEAD_S = 0.1
+"""The measured schedule starts this long after the master says go: time for the message to reach every worker."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +50,14 @@ class Plan:
 
     position: int = 0
     workers: int = 1
+    start_unix_s: float | None = None
+    """When RATE's schedule starts on every worker (wall clock); None in one process: when its dispatcher starts."""
 
 
 def plan_of(environment: Any) -> Plan:
     """This process's plan: from the master's message on a worker, else the single-process one."""
     data = getattr(environment, "llmload_plan", None)
-    return Plan(data["position"], data["workers"]) if data else Plan()
+    return Plan(data["position"], data["workers"], data.get("start_unix_s")) if data else Plan()
 
 
 def share(total: int, plan: Plan) -> int:
@@ -106,8 +115,9 @@ class MasterCollector:
         self._done = 0
         self._requests = requests
         self.all_final = Event()
+        start_unix_s = time.time() + START_LEAD_S
         for position, client_id in enumerate(sorted(workers)):
-            runner.send_message(PLAN, {"position": position, "workers": self.workers}, client_id)
+            runner.send_message(PLAN, {"position": position, "workers": self.workers, "start_unix_s": start_unix_s}, client_id)
         if not warmups:
             self._warmed = self.workers
 
@@ -124,7 +134,7 @@ class MasterCollector:
     def on_warmed(self) -> None:
         self._warmed += 1
         if self._warmed == self.workers:
-            self._runner.send_message(GO)
+            self._runner.send_message(GO, {"start_unix_s": time.time() + GO_LEAD_S})
 
     def on_done(self) -> None:
         self._done += 1
@@ -161,6 +171,7 @@ def register_messages(environment: Any, session_of: Callable[[Any], Any]) -> Non
         def on_go(environment: Any, msg: Any, **_: Any) -> None:
             session = session_of(environment)
             if session is not None:
+                session.schedule_start_unix_s = msg.data["start_unix_s"]
                 session.budget.warmed_up.set()
 
         def on_stop(environment: Any, msg: Any, **_: Any) -> None:

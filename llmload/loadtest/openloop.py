@@ -3,6 +3,7 @@
 Each request runs in its own greenlet, so slow answers never delay the next send; MAX_CONCURRENCY
 caps those in flight (a request due while every slot is busy waits, and its record says how long).
 Warm-ups go first on the same schedule; the measured schedule starts once they have all finished.
+With workers, each sends its own share of one schedule from a common instant (see distributed.py).
 """
 
 from __future__ import annotations
@@ -79,11 +80,11 @@ def run_open_loop(user: Any, session: Any) -> None:
                 slots.release()
 
     try:
-        start_s, offsets, measuring = time.monotonic(), session.arrivals.offsets_s(session.seed), False
+        start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), False
         while (ticket := session.budget.take()) is not None:
             if not measuring and not session.budget.is_warmup(ticket):
                 session.budget.warmed_up.wait()
-                start_s, offsets, measuring = time.monotonic(), session.arrivals.offsets_s(session.seed), True
+                start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), True
             due_s = start_s + next(offsets)
             if _stopped_before(due_s, session.stopping):
                 break

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import logging
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import gevent
 import orjson
@@ -78,11 +80,13 @@ class RunSession:
         self.seed = o.seed
         self.users_started = 0
         self.finished = False
+        self.files_written = Event()
         self.stop_timeout_s = float(o.stop_timeout)
         self.plan = plan_of(environment)
         # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
         self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
-        self.max_concurrency = o.max_concurrency
+        self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
+        self.max_concurrency = share(o.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
         self.slos = opts.parse_slos(o.slo)
@@ -103,7 +107,9 @@ class RunSession:
         self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "served_by": served_by(info, model), "users": runner.target_user_count or o.num_users,
+                       "served_by": served_by(info, model),
+                       # RATE: one dispatching user per process, not a load setting (USERS is 1)
+                       "users": 1 if o.rate else runner.target_user_count or o.num_users,
                        "prompt_overrides": prompt_overrides(self.prompts)}
         _check_target_plays(o, self.config["served_by"])
         # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
@@ -120,6 +126,9 @@ class RunSession:
         if isinstance(runner, MasterRunner):
             self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
                                              lambda line: self._stop_for_failures(line, end_test))
+            if o.rate and runner.target_user_count < self.collector.workers:
+                raise LoadTestError(f"RATE with {self.collector.workers} workers needs a user on each (one dispatches its part "
+                                    f"of the schedule): start at least {self.collector.workers} users, not {runner.target_user_count}")
         self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
         if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
             watch_slos(self, float(o.run_time or 60), end_test)
@@ -129,6 +138,18 @@ class RunSession:
         logger.error("error: %s", line)
         self.config["stopped_by"] = "MAX_FAIL_RATIO"
         gevent.spawn(end_test)
+
+    def schedule(self) -> Iterator[float]:
+        """This process's due times under RATE, as offsets from the schedule's start: on worker ``position`` of
+        ``workers``, the seeded schedule's arrivals position, position + workers, ... (one process: all of them)."""
+        assert self.arrivals is not None
+        return itertools.islice(self.arrivals.offsets_s(self.seed), self.plan.position, None, self.plan.workers)
+
+    def schedule_start_s(self) -> float:
+        """When the schedule starts, on this process's monotonic clock: the master's instant on a worker, else now."""
+        if self.schedule_start_unix_s is None:
+            return time.monotonic()
+        return time.monotonic() + (self.schedule_start_unix_s - time.time())
 
     def new_client(self) -> ChatClient:
         """A streaming client for one user (or one open-loop slot), as the run's options say."""
@@ -159,13 +180,21 @@ class RunSession:
             self.writer.flush()
 
     def finish(self, environment: Any) -> None:
-        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops.
+        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops
+        (a call while the first is writing returns when it is done).
 
         A worker sends its last records to the master instead; the master waits for every worker's.
         """
-        if self.finished:
+        if self.finished:  # a second stop (EARLY_STOP's while DURATION's drains) waits: Locust exits once it returns
+            self.files_written.wait()
             return
         self.finished = True
+        try:
+            self._write_files(environment)
+        finally:
+            self.files_written.set()
+
+    def _write_files(self, environment: Any) -> None:
         if self.forwarder is not None:
             self.forwarder.close(self.monitor.stop())
             return

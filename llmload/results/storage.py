@@ -23,7 +23,7 @@ from llmload.options import bare_model_name
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
-__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "LOCUST_FILES", "SampleWriter",
+__all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "LOCUST_FILES", "SampleWriter",
            "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
@@ -35,6 +35,9 @@ METRICS_FILE = "server_metrics.jsonl"
 SERVER_WINDOW_FILE = "server_window.jsonl"
 """A run's two /metrics scrapes, just before its first request and after its last: the server's own account."""
 SCENARIO_FILE = "scenario.json"
+CAPACITY_FILE = "capacity.json"
+"""`make capacity`'s answer and steps, in its OUT beside cells/."""
+CAPACITY_SCHEMA_VERSION = 1
 LOCUST_FILES = ("locust_stats.csv", "locust_failures.csv", "locust.html")
 """Locust's own tables, written once the test has stopped."""
 RUN_END_MISSING = "the end of the run (streams in flight when it died left no record)"

@@ -6,6 +6,7 @@ one user apart) or CAPACITY_STEPS are spent. Every step is a sweep cell run with
 in OUT/cells/<key>/ like any other: rerunning the same command reuses finished steps.
 
     OUT/capacity.json   max_users (or max_rate), its interval, why the search stopped, every step
+    OUT/capacity.png    each SLO's statistic against the load, its limit and the answer (drawn by plots, svg too)
 """
 
 from __future__ import annotations
@@ -23,14 +24,12 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
-from llmload.results.storage import CELL_FILE, read_summary
+from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
 from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
 from llmload.sweep.scenarios import Cell, cell_key
 
 __all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
 
-CAPACITY_FILE = "capacity.json"
-CAPACITY_SCHEMA_VERSION = 1
 _SEARCHED = {"users": "USERS", "rate": "RATE"}
 
 

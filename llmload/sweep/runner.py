@@ -1,8 +1,10 @@
 """`make sweep`: every cell of a scenario, headless, one after another; resumable; one results table.
 
     OUT/scenario.json          the scenario as run (its server block: what the study declares it ran on)
-    OUT/cells.csv              one row per finished cell: its settings, its summary, its server metrics
+    OUT/cells.csv              one row per finished run of a cell: its settings, summary, server metrics
+    OUT/repeats.csv            with REPEATS: one row per cell, each headline metric's spread between its runs
     OUT/cells/<key>/           a finished cell: what `load` writes, load.log, server_metrics.jsonl, cell.json
+    OUT/cells/<key>.repeat-N/  with REPEATS: the cell's run N (N >= 2), kept like the first
     OUT/cells/<key>.partial-N/ a cell cut short (crash, kill, spot stop), kept as it was
 
 A cell's key is a hash of its settings, so rerunning the same command skips finished cells and
@@ -31,13 +33,14 @@ from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.processes import SignalForwarder, stoppable_child
+from llmload.sweep.repeats import format_spread, spread_rows
 from llmload.sweep.scenarios import Cell, Scenario
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
 from llmload.loadtest.target import target
 
-__all__ = ["run_sweep", "run_cell", "set_aside", "cell_row", "write_cells_csv"]
+__all__ = ["run_sweep", "run_cell", "run_dir", "set_aside", "cell_row", "write_cells_csv"]
 
 CELL_SCHEMA_VERSION = 1
 _SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
@@ -60,7 +63,7 @@ def cell_row(cell_dir: Path) -> dict[str, Any]:
     """One cells.csv row from a finished cell's files: settings, summary, server metrics."""
     cell = orjson.loads((cell_dir / CELL_FILE).read_bytes())
     summary = read_summary(cell_dir)
-    row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"]}
+    row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"], "repeat": cell.get("repeat", 1)}
     row.update(cell["settings"])
     _flatten("served_by", summary["config"].get("served_by") or {}, row)  # what answered, by its own report
     _flatten("declared", cell.get("declared_server") or {}, row)  # what the scenario says the study ran on
@@ -70,9 +73,19 @@ def cell_row(cell_dir: Path) -> dict[str, Any]:
 
 
 def write_cells_csv(out: Path) -> Path:
-    """Rewrite OUT/cells.csv from every finished cell (derived data: safe to rebuild)."""
-    cells = sorted((d for d in (out / "cells").iterdir() if (d / CELL_FILE).exists()), key=lambda d: d.name)
-    rows = sorted((cell_row(d) for d in cells), key=lambda r: r["cell"])
+    """Rewrite OUT/cells.csv from every finished run, and OUT/repeats.csv when a cell ran more than once (derived data)."""
+    rows = _finished_rows(out)
+    if any(r["repeat"] > 1 for r in rows):
+        _write_csv(out / "repeats.csv", spread_rows(rows))
+    return _write_csv(out / "cells.csv", rows)
+
+
+def _finished_rows(out: Path) -> list[dict[str, Any]]:
+    """cell_row of every finished run in OUT/cells, by cell and run."""
+    return sorted((cell_row(d) for d in (out / "cells").iterdir() if (d / CELL_FILE).exists()), key=lambda r: (r["cell"], r["repeat"]))
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     columns: list[str] = []
     for row in rows:
         columns.extend(k for k in row if k not in columns)
@@ -80,7 +93,12 @@ def write_cells_csv(out: Path) -> Path:
     writer = csv.DictWriter(table, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
-    return write_atomic(out / "cells.csv", table.getvalue())
+    return write_atomic(path, table.getvalue())
+
+
+def run_dir(out: Path, cell: Cell, repeat: int) -> Path:
+    """Where run ``repeat`` (from 1) of a cell goes: OUT/cells/<key>/, then OUT/cells/<key>.repeat-<repeat>/."""
+    return out / "cells" / (cell.key if repeat == 1 else f"{cell.key}.repeat-{repeat}")
 
 
 def set_aside(cell_dir: Path) -> Path | None:
@@ -113,8 +131,8 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overh
 
 
 def run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-              tick: Callable[[float], None], signals: SignalForwarder) -> bool:
-    """Run one cell into ``cell_dir``; True when it finished and was marked complete."""
+              tick: Callable[[float], None], signals: SignalForwarder, repeat: int = 1) -> bool:
+    """Run one cell (its run ``repeat``) into ``cell_dir``; True when it finished and was marked complete."""
     settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
     sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s, api_key)
@@ -132,7 +150,7 @@ def run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_inte
     if code != 0 or signals.first or not (cell_dir / SUMMARY_FILE).exists():
         return False
     marker = {"schema_version": CELL_SCHEMA_VERSION, "index": cell.index, "key": cell.key, "label": cell.label,
-              "settings": cell.settings, "declared_server": cell.server, "finished_unix_s": time.time(),
+              "repeat": repeat, "settings": cell.settings, "declared_server": cell.server, "finished_unix_s": time.time(),
               "server_metrics": asdict(summarize_samples(read_samples(cell_dir / METRICS_FILE))),
               "server_metrics_failures": sampler.failures, "server_metrics_error": sampler.first_error}
     write_atomic(cell_dir / CELL_FILE, orjson.dumps(marker, option=orjson.OPT_INDENT_2))
@@ -152,8 +170,11 @@ def _terminal_line(text: str) -> None:
 
 
 def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
-              api_key: str = "", progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line) -> int:
-    """Run every unfinished cell; 0 when all cells are finished, 1 when some failed (they stay to rerun).
+              api_key: str = "", progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line,
+              repeats: int = 0) -> int:
+    """Run every unfinished run of every cell; 0 when all are finished, 1 when some failed (they stay to rerun).
+
+    ``repeats``: runs of each cell, in place of each cell's REPEATS (0: the cells' own).
 
     Interrupted (one line for the CLI) when SIGINT or SIGTERM stops it; the cell in flight stays unfinished.
     """
@@ -162,26 +183,29 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
     if host:
         probe_server(host, api_key)  # a HOST that does not answer stops the sweep before OUT is made
     with SignalForwarder("stopped between cells; finished cells are kept: rerun the same command to resume") as signals:
-        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals)
+        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals, repeats)
 
 
 def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-               progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder) -> int:
+               progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder, repeats: int) -> int:
     (out / "cells").mkdir(parents=True, exist_ok=True)
     cells = list(scenario.cells)
     _write_missing_prompt_sets(cells, progress)
-    todo = [c for c in cells if not (out / "cells" / c.key / CELL_FILE).exists()]
-    progress(f"{scenario.name}: {len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run -> {out}")
+    runs = [(c, r, repeats or c.repeats) for c in cells for r in range(1, (repeats or c.repeats) + 1)]
+    todo = [run for run in runs if not (run_dir(out, run[0], run[1]) / CELL_FILE).exists()]
+    unit = "cells" if len(runs) == len(cells) else f"runs ({len(cells)} cell{'s' if len(cells) > 1 else ''} x REPEATS)"
+    progress(f"{scenario.name}: {len(runs)} {unit}, {len(runs) - len(todo)} already finished, {len(todo)} to run -> {out}")
     failed: list[Cell] = []
     done_wall_s: list[float] = []
     overhead_s: list[float] = []
-    for number, cell in enumerate(todo, 1):
-        cell_dir = out / "cells" / cell.key
+    for number, (cell, repeat, of) in enumerate(todo, 1):
+        cell_dir = run_dir(out, cell, repeat)
         aside = set_aside(cell_dir)
         if aside is not None:
             progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
-        left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c in todo[number - 1:])
-        progress(f"[{number}/{len(todo)}] cell {cell.index} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
+        left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c, _, _ in todo[number - 1:])
+        which = f" run {repeat}/{of}" if of > 1 else ""
+        progress(f"[{number}/{len(todo)}] cell {cell.index}{which} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
         cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
@@ -191,10 +215,10 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
             cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
             ok = run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
-                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals)
+                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals, repeat)
             live("")
         if signals.first:
-            raise Interrupted(signals.first, f"cell {cell.index} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "
+            raise Interrupted(signals.first, f"cell {cell.index}{which} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "
                                              f"rerun the same command to resume: it runs that cell again")
         done_wall_s.append(time.monotonic() - started_s)
         if cell.duration_s is not None:
@@ -207,7 +231,12 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         else:
             failed.append(cell)
             progress(f"    FAILED (see {cell_dir / 'load.log'}); it will run again on the next sweep")
-    progress(f"{len(cells) - len(failed)} of {len(cells)} cells finished; table: {out / 'cells.csv'}")
+    progress(f"{len(runs) - len(failed)} of {len(runs)} {unit.split()[0]} finished; table: {out / 'cells.csv'}")
+    if len(runs) != len(cells) and (out / "repeats.csv").exists():
+        progress(f"spread between runs ({out / 'repeats.csv'}):")
+        for row in spread_rows(_finished_rows(out)):
+            if row["runs"] > 1:
+                progress("  " + format_spread(row))
     return 1 if failed else 0
 
 

@@ -10,11 +10,13 @@
       MODEL: [gpt-oss-20b, gpt-oss-120b]
       GPU+MODEL: [[a100, gpt-oss-120b], [l4, gpt-oss-20b]]    # settings that vary together
     cells:                            # explicit cells after the grid's, each merged over defaults
-      - {PROMPTS: "random:128:4:1000", USERS: 1000, REQUESTS: 1000}
+      - {PROMPTS: "random:128:4:1000", USERS: 1000, REQUESTS: 1000, REPEATS: 3}
 
 Settings are the run options of ``llmload/options.py``, checked by the parser
 ``python -m llmload load`` uses; prompt files are not read. ``RUNNER_KEYS`` (HOST, OUT, SPEEDUP, the
 API key and web UI settings) say where and how a sweep runs, not what it measures: they are given to the sweep.
+REPEATS (in defaults or a cell) runs each cell that many times; it is no part of the cell's key, so raising it
+later keeps the runs already made.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from typing import Any
 import yaml
 
 from llmload.errors import ConfigError, ScenarioError
-from llmload.options import OPTIONS, RUNNER_KEYS, parse_duration_s, parse_run_args
+from llmload.options import OPTIONS, RUNNER_KEYS, option_by_key, parse_duration_s, parse_run_args
 
 __all__ = ["Cell", "Scenario", "cell_key", "load_scenario"]
 
 TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
 _BY_KEY = {o.key: o for o in OPTIONS}
+_SETTABLE = {**_BY_KEY, "REPEATS": option_by_key("REPEATS")}
+"""What a scenario may set: the run options, and REPEATS, which the sweep reads itself."""
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -54,6 +58,7 @@ class Cell:
     label: str  # the settings that tell it from the scenario's other cells: gpt-oss-120b 4k high u8
     server: dict[str, str]  # the scenario's server with this cell's {KEY} placeholders filled in
     duration_s: float | None  # DURATION in seconds (before any SPEEDUP); None when REQUESTS decides
+    repeats: int = 1  # REPEATS: how many times the sweep runs it (not in settings, so not in its key)
 
     def load_args(self) -> list[str]:
         """KEY=VALUE words for ``python -m llmload load``."""
@@ -108,9 +113,9 @@ def _setting(key: Any, value: Any, where: str) -> str:
     """One setting's command-line text, checked on its own."""
     if key in RUNNER_KEYS:
         raise _Bad(f"{where}: {key} is given to the sweep (make sweep {key}=...), not written in a scenario")
-    option = _BY_KEY.get(key) if isinstance(key, str) else None
+    option = _SETTABLE.get(key) if isinstance(key, str) else None
     if option is None:
-        raise _Bad(f"{where}: unknown setting {key!r}; known settings: {', '.join(k for k in _BY_KEY if k not in RUNNER_KEYS)}")
+        raise _Bad(f"{where}: unknown setting {key!r}; known settings: {', '.join(k for k in _SETTABLE if k not in RUNNER_KEYS)}")
     if value is None:
         raise _Bad(f"{where}: no value; write \"\" for an empty setting")
     if isinstance(value, bool):  # YAML 1.1 reads on/off (and yes/no) as booleans
@@ -123,6 +128,10 @@ def _setting(key: Any, value: Any, where: str) -> str:
         raise _Bad(f"{where}: {text!r} is not one of {', '.join(option.choices)}")
     if type(option.default) is int and not re.fullmatch(r"\s*[+-]?\d+\s*", text):
         raise _Bad(f"{where}: {text!r} is not a whole number")
+    if key == "REPEATS":
+        if int(text) < 1:
+            raise _Bad(f"{where}: REPEATS={text.strip()} must be at least 1 (how many times each cell runs)")
+        return text.strip()
     try:
         _parse({key: text})
     except ConfigError as e:
@@ -153,6 +162,8 @@ def _grid(raw: Any, defaults: dict[str, str]) -> list[tuple[str, dict[str, str]]
     for axis, values in _mapping(raw, "grid").items():
         keys = [k.strip() for k in str(axis).split("+")]
         for key in keys:
+            if key == "REPEATS":
+                raise _Bad(f"grid.{axis}: REPEATS runs a cell again, it is no axis; set it in defaults or in a cell")
             if key in defaults or key in seen:
                 place = "also set in defaults" if key in defaults else "already a grid axis"
                 raise _Bad(f"grid.{axis}: {key} is {place}; give a setting in one place")
@@ -220,7 +231,9 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
         raise _Bad("no cells: give grid, cells or both")
     gpu = server.get("gpu", "") if not _PLACEHOLDER.search(server.get("gpu", "")) else ""
     checked: dict[str, tuple[str, dict[str, str], argparse.Namespace]] = {}
+    repeats: dict[str, int] = {}
     for where, settings in entries:
+        runs = int(settings.pop("REPEATS", "1"))
         if gpu and settings.setdefault("GPU", gpu) != gpu:
             raise _Bad(f"{where}: GPU {settings['GPU']!r} but server.gpu is {gpu!r}")
         try:
@@ -235,8 +248,10 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
         if key in checked:
             raise _Bad(f"{where}: the same settings as {checked[key][0]} (cell key {key}); each cell must differ")
         checked[key] = (where, settings, ns)
+        repeats[key] = runs
     labels = _labels([settings for _, settings, _ in checked.values()])
-    return tuple(Cell(i, settings, key, label, _fill(server, settings, where), None if ns.requests else parse_duration_s(ns.run_time))
+    return tuple(Cell(i, settings, key, label, _fill(server, settings, where), None if ns.requests else parse_duration_s(ns.run_time),
+                      repeats[key])
                  for i, ((key, (where, settings, ns)), label) in enumerate(zip(checked.items(), labels)))
 
 

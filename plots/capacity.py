@@ -1,0 +1,97 @@
+"""What the capacity figure plots, read from a `make capacity` OUT: capacity.json and each step's summary.json.
+
+One panel per SLO: its statistic at every step against the load (USERS or RATE), with the 95% interval,
+the whole run's line and, under a mix, one line per effort (each effort's verdict counts); the limit;
+and the answer with its interval. No matplotlib here: tests read these directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llmload.errors import ResultsError
+from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_of
+from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, SUMMARY_FILE, read_summary
+
+__all__ = ["SloPoint", "SloPanel", "CapacityPlot", "WHOLE_RUN", "load_capacity"]
+
+WHOLE_RUN = "whole run"
+"""The line of every request together (beside each effort's under a mix)."""
+
+
+@dataclass(frozen=True)
+class SloPoint:
+    """One step's value of one SLO's statistic."""
+
+    load: float
+    value_ms: float | None
+    ci95_ms: tuple[float, float] | None
+    passed: bool
+    certain: bool
+
+
+@dataclass(frozen=True)
+class SloPanel:
+    slo: str
+    """As given, e.g. ttft_p90<=2s."""
+    limit_ms: float
+    lines: dict[str, tuple[SloPoint, ...]]
+    """WHOLE_RUN, then each effort of a mix: points sorted by load."""
+
+
+@dataclass(frozen=True)
+class CapacityPlot:
+    by: str
+    """users or rate."""
+    answer: float | None
+    answer_ci95: tuple[float | None, float | None]
+    stopped_because: str
+    panels: tuple[SloPanel, ...]
+    steps: tuple[tuple[float, bool, str | None], ...]
+    """Each step's load, whether it met every SLO, and why it stopped early (None: it ran out DURATION)."""
+    rehearsals: tuple[str, ...] = ()
+    """REHEARSAL with its factor, one per factor, when the steps ran against the built-in target."""
+
+
+def _points(results: list[dict[str, Any]], load: float) -> dict[str, SloPoint]:
+    return {r["slo"]: SloPoint(load, r["value_ms"], tuple(r["value_ms_ci95"]) if r.get("value_ms_ci95") else None,
+                               bool(r["passed"]), bool(r["certain"])) for r in results}
+
+
+def load_capacity(out: Path) -> CapacityPlot:
+    """Read OUT/capacity.json and the summaries of its steps; ResultsError (one line) when it is no capacity result."""
+    path = Path(out) / CAPACITY_FILE
+    try:
+        document = orjson.loads(path.read_bytes())
+        if document.get("schema_version") != CAPACITY_SCHEMA_VERSION:
+            raise ResultsError(f"{path}: schema_version {document.get('schema_version')!r} is not {CAPACITY_SCHEMA_VERSION}, "
+                               "the one this suite reads; read it with the suite that wrote it")
+        name = "max_users" if document["by"] == "users" else "max_rate"
+        steps = sorted(document["steps"], key=lambda s: s["load"])
+        lines: dict[str, dict[str, list[SloPoint]]] = {}  # slo -> line -> points
+        limits: dict[str, float] = {}
+        stamps: set[str] = set()
+        for step in steps:
+            cell = Path(out) / "cells" / step["key"]
+            summary = read_summary(cell) if (cell / SUMMARY_FILE).exists() else {"slo": step["slo"]}  # the step's own record
+            served_by = served_by_of(summary.get("config") or {})
+            if is_rehearsal(served_by):
+                stamps.add(rehearsal_label(served_by))
+            parts = {WHOLE_RUN: summary["slo"], **{e: m["slo"] for e, m in (summary.get("by_effort") or {}).items()}}
+            for line, results in parts.items():
+                for slo, point in _points(results, float(step["load"])).items():
+                    lines.setdefault(slo, {}).setdefault(line, []).append(point)
+            limits.update({r["slo"]: float(r["limit_ms"]) for r in summary["slo"]})
+        panels = tuple(SloPanel(slo, limits[slo], {line: tuple(points) for line, points in by_line.items()})
+                       for slo, by_line in lines.items())
+        low, high = document[f"{name}_ci95"]
+        return CapacityPlot(document["by"], document[name], (low, high), document["stopped_because"], panels,
+                            tuple((float(s["load"]), bool(s["passed"]), s.get("stopped_early")) for s in steps), tuple(sorted(stamps)))
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot be read ({e.strerror})") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ResultsError(f"{path}: not a capacity result ({type(e).__name__}: {e})") from None

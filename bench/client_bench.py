@@ -18,6 +18,11 @@ timing    sim at TTFT 50 ms / ITL 20 ms with --send-log, max_tokens 100. Ok reco
           client arrival of the first token event - sent_s[0]; ITL error = client gap - server gap,
           per gap. The table gives p50 / p99 / max of the absolute errors.
 
+replay   capacity again, against a target that costs little CPU per event: a recorded response of the
+          built-in target (500 tokens at ITL 0) written whole, in one call, for every request. On 2
+          cores the built-in target's per-token writes compete with the clients for the same cores;
+          the replay shows what the client processes take when they have the cores to themselves.
+
 Greenlets are started evenly over the warm-up (a ramp, like Locust's spawn rate), so streams do not
 move in lockstep; the window starts when the warm-up ends. Each row also says how busy the client,
 the sim and the rest of the machine were (other processes, kernel work, hypervisor steal), since on
@@ -28,7 +33,7 @@ Each row also gives the raw client's own read figures in the timing run: events 
 the share of events whose kernel stamp was merged into a later segment's, and arrival-to-read lag.
 
     python bench/client_bench.py [--clients raw,openai] [--stamps kernel,user] [--processes 1,2]
-                                 [--streams 16,256,1000,2000] [--window-s 8]
+                                 [--streams 16,256,1000,2000] [--window-s 8] [--capacity-targets sim,replay]
 """
 
 from __future__ import annotations
@@ -41,10 +46,13 @@ if __name__ == "__main__" and "--worker" in sys.argv[1:]:
     monkey.patch_all()
 
 import argparse
+import asyncio
 import datetime
 import os
 import platform
+import re
 import shlex
+import socket
 import subprocess
 import tempfile
 import time
@@ -65,6 +73,7 @@ EFFORT = "low"
 PROMPT_ID = "bench"
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 CAPACITY_MAX_TOKENS = 2000
+REPLAY_MAX_TOKENS = 500  # the replay target's response: 155 KB, so 2,000 streams buffer at most ~310 MB
 TIMING_MAX_TOKENS = 100
 TIMING_TTFT_MS = 50
 TIMING_ITL_MS = 20
@@ -79,16 +88,17 @@ GOAL_SCALING = 1.8
 # ---- worker (runs in its own process, under gevent) --------------------------------------------
 
 
-def _machine_busy_s() -> tuple[float, float]:
-    """(CPU seconds busy, CPU seconds stolen by the hypervisor) over all cores since boot; 0s off Linux."""
+def _machine_busy_s() -> tuple[float, float, float]:
+    """CPU seconds busy, stolen by the hypervisor, and in interrupts (loopback TCP's receive work is softirq),
+    over all cores since boot; 0s off Linux."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:9]]
     except (OSError, ValueError):
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) * tick_s, steal * tick_s
+    return (user + nice + system + irq + softirq) * tick_s, steal * tick_s, (irq + softirq) * tick_s
 
 
 def _process_cpu_s(pid: int) -> float:
@@ -110,11 +120,18 @@ def _event_times_s(record: RequestRecord) -> np.ndarray:
     return np.concatenate(([first_s], first_s + np.cumsum(gaps_s)))
 
 
+def bench_body(max_tokens: int) -> dict[str, Any]:
+    """The chat request every stream sends: MAX_TOKENS tokens, ignore_eos, usage on every chunk."""
+    from llmload.client.body import ChatOptions, chat_body
+
+    return chat_body(ChatOptions(model=MODEL, effort=EFFORT, max_tokens=max_tokens, continuous_usage=True,
+                                 extra_body={"ignore_eos": True}), MESSAGES)
+
+
 def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     """Ramp up N looping greenlets, measure one window, stop them; the result as a dict."""
     import gevent
 
-    from llmload.client.body import ChatOptions, chat_body
     from llmload.client.measure import make_client, measure_request
     from llmload.client.raw import RawChatClient
     from llmload.client.readstats import PROCESS_READ_STATS
@@ -122,11 +139,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     raise_fd_limit()
     if args.pin_core is not None:
         os.sched_setaffinity(0, {args.pin_core})
-    body = chat_body(
-        ChatOptions(model=MODEL, effort=EFFORT, max_tokens=args.max_tokens, continuous_usage=True,
-                    extra_body={"ignore_eos": True}),
-        MESSAGES,
-    )
+    body = bench_body(args.max_tokens)
     records: list[RequestRecord] = []
     setup_start_s = time.monotonic()
     if args.client == "raw":
@@ -153,7 +166,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    machine_start_s, steal_start_s = _machine_busy_s()
+    machine_start_s, steal_start_s, irq_start_s = _machine_busy_s()
     sim_start_s = _process_cpu_s(args.sim_pid)
     PROCESS_READ_STATS.reset()
     window_start_s, cpu_start_s = time.monotonic(), time.process_time()
@@ -161,7 +174,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     cpu_end_s, window_end_s = time.process_time(), time.monotonic()
     reads = PROCESS_READ_STATS
     sim_cpu_s = _process_cpu_s(args.sim_pid) - sim_start_s
-    machine_end_s, steal_end_s = _machine_busy_s()
+    machine_end_s, steal_end_s, irq_end_s = _machine_busy_s()
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -197,6 +210,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
         # Everything else that ran on the machine meanwhile (other processes, kernel softirq), and steal.
         "other_cpu_s": max(0.0, machine_end_s - machine_start_s - (cpu_end_s - cpu_start_s) - sim_cpu_s),
         "steal_s": steal_end_s - steal_start_s,
+        "irq_s": irq_end_s - irq_start_s,
         "events": events,
         "wakeups": reads.wakeups,
         "events_read": reads.events,
@@ -209,6 +223,77 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# ---- replay target: one recorded response, written whole for every request --------------------
+
+_CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length:[ \t]*(\d+)")
+
+
+def record_response(base_url: str, max_tokens: int) -> bytes:
+    """The built-in target's whole HTTP response to the benchmark's request, as its bytes on the wire."""
+    from llmload.control_http import split_base_url
+
+    _, host, port, prefix = split_base_url(base_url)
+    payload = orjson.dumps(bench_body(max_tokens))
+    head = (f"POST {prefix}/v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
+    response = b""
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.sendall(head.encode() + payload)
+        while not response.endswith(b"\r\n0\r\n\r\n"):  # the last HTTP chunk
+            more = sock.recv(1 << 20)
+            if not more:
+                raise RuntimeError(f"the target closed the connection after {len(response)} bytes")
+            response += more
+    return response
+
+
+class _ReplayProtocol(asyncio.Protocol):
+    """Answers each request of a kept-alive connection with the same recorded response, in one write."""
+
+    def __init__(self, response: bytes) -> None:
+        self._response = response
+        self._buffer = b""
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while (head_end := self._buffer.find(b"\r\n\r\n")) >= 0:
+            length = _CONTENT_LENGTH.search(self._buffer, 0, head_end + 2)
+            request_end = head_end + 4 + (int(length.group(1)) if length else 0)
+            if len(self._buffer) < request_end:
+                return
+            self._buffer = self._buffer[request_end:]
+            self._transport.write(self._response)
+
+
+def serve_replay(response_path: str) -> None:
+    """Serve the recorded response on a free loopback port; print READY PORT once listening."""
+    response = Path(response_path).read_bytes()
+
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(lambda: _ReplayProtocol(response), "127.0.0.1", 0,
+                                                                  backlog=4096)
+        print(f"READY {server.sockets[0].getsockname()[1]}", flush=True)
+        await server.serve_forever()
+
+    raise_fd_limit()
+    asyncio.run(serve())
+
+
+def _start_replay(response_path: str) -> tuple[subprocess.Popen, str]:
+    """The replay target in its own process; (process, base URL) once it listens."""
+    process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--replay-server", response_path],
+                               stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    if not line.startswith("READY "):
+        process.kill()
+        raise RuntimeError(f"replay target did not start: {line!r}")
+    return process, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
 # ---- parent: one measurement = fresh sim + worker subprocess -----------------------------------
 
 
@@ -218,6 +303,9 @@ class Load:
 
     client: float
     sim: float
+    """The target: the built-in one, or the replay target."""
+    irq: float
+    """Interrupts, mostly softirq: loopback TCP's receive path, charged to no process."""
     other: float
     """Everything else on the machine: other processes, kernel work not charged to a process."""
     steal: float
@@ -229,12 +317,13 @@ class Load:
         window_s = max(r["window_s"] for r in results)
         client_s = sum(r["cpu_s"] for r in results)
         machine_s = max(r["other_cpu_s"] + r["cpu_s"] for r in results)  # each saw the whole machine
-        return cls(client_s / window_s, max(r["sim_cpu_s"] for r in results) / window_s,
-                   max(0.0, machine_s - client_s) / window_s, max(r["steal_s"] for r in results) / window_s)
+        irq_s = max(r["irq_s"] for r in results)
+        return cls(client_s / window_s, max(r["sim_cpu_s"] for r in results) / window_s, irq_s / window_s,
+                   max(0.0, machine_s - client_s - irq_s) / window_s, max(r["steal_s"] for r in results) / window_s)
 
     def __str__(self) -> str:
-        """client / sim / other / steal, in cores."""
-        return f"{self.client:.2f} / {self.sim:.2f} / {self.other:.2f} / {self.steal:.2f}"
+        """client / target / interrupts / other / steal, in cores."""
+        return f"{self.client:.2f} / {self.sim:.2f} / {self.irq:.2f} / {self.other:.2f} / {self.steal:.2f}"
 
 
 @dataclass(frozen=True)
@@ -364,16 +453,20 @@ def _merged_errors(results: list[dict[str, Any]]) -> dict[str, int]:
     return errors
 
 
-def measure_capacity(variant: Variant, streams: int, args: argparse.Namespace, profile: str = "") -> Capacity:
-    """Token events per client CPU second against a sim that sends as fast as it can."""
+def measure_capacity(variant: Variant, streams: int, args: argparse.Namespace, profile: str = "",
+                     target: str = "sim") -> Capacity:
+    """Token events per client CPU second against a sim that sends as fast as it can, or the replay target."""
     from llmload.sim import stop_sim
 
-    process, base_url = _start_sim(["--fixed-ttft-ms", "0", "--fixed-itl-ms", "0"], args.pin)
+    if target == "replay":
+        process, base_url = _start_replay(args.replay_response)
+    else:
+        process, base_url = _start_sim(["--fixed-ttft-ms", "0", "--fixed-itl-ms", "0"], args.pin)
     try:
         results = _run_worker_processes(variant, streams, process, base_url, CAPACITY_MAX_TOKENS, args,
                                         profile=profile)
     finally:
-        stop_sim(process)
+        stop_sim(process)  # SIGTERM, wait, close its pipes: the replay target too
     events = sum(r["events"] for r in results)
     return Capacity(events / sum(r["cpu_s"] for r in results), events / max(r["window_s"] for r in results),
                     Load.of(results), _merged_errors(results))
@@ -443,30 +536,49 @@ def _errors_note(errors: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(errors.items()))
 
 
-Row = tuple[Variant, int, Capacity, Timing]
+Row = tuple[Variant, int, dict[str, Capacity], Timing]
+"""One (client set-up, streams): capacity against each target ("sim", "replay"), timing against the sim."""
+
+
+def _failed(label: str, errors: dict[str, int]) -> str:
+    return f"{label}: {_errors_note(errors)}" if errors else ""
 
 
 def format_table(rows: list[Row]) -> str:
-    """The results as one Markdown table."""
+    """Timing errors, and capacity against the built-in target, as one Markdown table."""
     out = [
         "| client | stamps | processes | streams | events/s per core | wall events/s, all processes "
         "| TTFT error p50 / p99 / max (ms) | per-token error p50 / p99 / max (ms) | ITL error p50 / p99 / max (ms) "
         "| joined requests (tokens) | client CPU per event, timing run (µs) "
         "| timing run: events per read / merged stamps / read lag p50, p99, max (ms) "
-        "| cores busy, capacity run: client / sim / other / steal | cores busy, timing run | failed requests |",
+        "| cores busy, capacity run: client / sim / irq / other / steal | cores busy, timing run | failed requests |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for variant, streams, cap, tim in rows:
-        failed = "; ".join(x for x in (_errors_note(cap.errors) and f"capacity: {_errors_note(cap.errors)}",
-                                       _errors_note(tim.errors) and f"timing: {_errors_note(tim.errors)}") if x)
+    for variant, streams, caps, tim in rows:
+        cap = caps.get("sim")
+        failed = "; ".join(x for x in (_failed("capacity", cap.errors if cap else {}),
+                                       _failed("timing", tim.errors)) if x)
         joined = f"{tim.joined_requests} ({tim.token_abs_err_ms.size})"
         if tim.unjoined_requests:
             joined += f", {tim.unjoined_requests} unjoined"
-        out.append(f"| {variant.client} | {variant.stamps} | {variant.processes} | {streams} "
-                   f"| {cap.events_per_cpu_s:,.0f} | {cap.events_per_wall_s:,.0f} "
+        capacity = f"{cap.events_per_cpu_s:,.0f} | {cap.events_per_wall_s:,.0f}" if cap else "- | -"
+        out.append(f"| {variant.client} | {variant.stamps} | {variant.processes} | {streams} | {capacity} "
                    f"| {_quantiles_ms(tim.ttft_abs_err_ms)} | {_quantiles_ms(tim.token_abs_err_ms)} "
                    f"| {_quantiles_ms(tim.itl_abs_err_ms)} | {joined} | {tim.cpu_per_event_us:.1f} | {tim.reads} "
-                   f"| {cap.load} | {tim.load} | {failed or 'none'} |")
+                   f"| {cap.load if cap else '-'} | {tim.load} | {failed or 'none'} |")
+    return "\n".join(out)
+
+
+def format_replay_table(rows: list[Row]) -> str:
+    """Capacity against the replay target, as one Markdown table."""
+    out = ["| client | stamps | processes | streams | events/s per core | wall events/s, all processes "
+           "| cores busy: client / target / irq / other / steal | failed requests |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for variant, streams, caps, _ in rows:
+        if (cap := caps.get("replay")) is not None:
+            out.append(f"| {variant.client} | {variant.stamps} | {variant.processes} | {streams} "
+                       f"| {cap.events_per_cpu_s:,.0f} | {cap.events_per_wall_s:,.0f} | {cap.load} "
+                       f"| {_errors_note(cap.errors) or 'none'} |")
     return "\n".join(out)
 
 
@@ -477,12 +589,12 @@ def _p99(values_ms: np.ndarray) -> float:
 def goal_lines(rows: list[Row]) -> list[str]:
     """The project's goals for the raw client, met or missed."""
     lines = []
-    raw = [(v, n, cap, tim) for v, n, cap, tim in rows if v.client == "raw"]
-    if raw:
-        worst = min(cap.events_per_cpu_s for _, _, cap, _ in raw)
-        verdict = "met" if worst >= GOAL_EVENTS_PER_CORE_S else "MISSED"
+    raw = [(v, n, caps, tim) for v, n, caps, tim in rows if v.client == "raw"]
+    per_core = [cap.events_per_cpu_s for _, _, caps, _ in raw for cap in caps.values()]
+    if per_core:
+        verdict = "met" if min(per_core) >= GOAL_EVENTS_PER_CORE_S else "MISSED"
         lines.append(f"Goal raw >= {GOAL_EVENTS_PER_CORE_S:,} events/s on one core: {verdict} "
-                     f"(lowest over the runs {worst:,.0f}).")
+                     f"(lowest over the runs {min(per_core):,.0f}).")
     for v, n, _, tim in raw:
         if n == GOAL_STREAMS:
             p99_ms = _p99(tim.token_abs_err_ms)
@@ -490,15 +602,16 @@ def goal_lines(rows: list[Row]) -> list[str]:
             lines.append(f"Goal p99 per-token |error| <= {GOAL_P99_ERROR_MS:g} ms at {GOAL_STREAMS} streams, "
                          f"{v.stamps} stamps, {v.processes} process(es): {verdict} ({p99_ms:.3f} ms; "
                          f"TTFT {_p99(tim.ttft_abs_err_ms):.3f} ms).")
-    single = {(v.stamps, n): cap for v, n, cap, _ in raw if v.processes == 1}
-    for v, n, cap, _ in raw:
-        one = single.get((v.stamps, n))
-        if v.processes == 2 and one is not None:
-            ratio = cap.events_per_wall_s / one.events_per_wall_s
-            verdict = "met" if ratio >= GOAL_SCALING else "MISSED"
-            lines.append(f"Goal capacity 1 -> 2 processes >= {GOAL_SCALING:g}x, {v.stamps} stamps, {n} streams: "
-                         f"{verdict} ({one.events_per_wall_s:,.0f} -> {cap.events_per_wall_s:,.0f} events/s, "
-                         f"{ratio:.2f}x).")
+    single = {(v.stamps, n): caps for v, n, caps, _ in raw if v.processes == 1}
+    for v, n, caps, _ in raw:
+        for target, cap in caps.items():
+            one = single.get((v.stamps, n), {}).get(target)
+            if v.processes == 2 and one is not None:
+                ratio = cap.events_per_wall_s / one.events_per_wall_s
+                verdict = "met" if ratio >= GOAL_SCALING else "MISSED"
+                lines.append(f"Goal capacity 1 -> 2 processes >= {GOAL_SCALING:g}x, {target} target, {v.stamps} "
+                             f"stamps, {n} streams: {verdict} ({one.events_per_wall_s:,.0f} -> "
+                             f"{cap.events_per_wall_s:,.0f} events/s, {ratio:.2f}x).")
     return lines
 
 
@@ -537,6 +650,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-dir", default="",
                    help="also write a cProfile of each capacity window to DIR/CLIENT-N.pstats "
                         "(the profiler slows the client: figures of that run are not comparable)")
+    p.add_argument("--capacity-targets", type=_csv, default=["sim", "replay"],
+                   help="capacity against: sim (the built-in target at ITL 0), replay (a recorded response "
+                        "written whole: costs the target little CPU) (default both)")
     # Worker mode (internal): one measurement, one JSON line on stdout.
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--client", help=argparse.SUPPRESS)
@@ -546,6 +662,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="", help=argparse.SUPPRESS)
     p.add_argument("--pin-core", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--sim-pid", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--replay-server", default="", help=argparse.SUPPRESS)
     return p
 
 
@@ -556,8 +673,55 @@ def main(argv: list[str] | None = None) -> int:
         args.streams, args.stamps = args.streams[0], args.stamps[0]
         sys.stdout.write(orjson.dumps(run_worker(args)).decode() + "\n")
         return 0
+    if args.replay_server:
+        serve_replay(args.replay_server)
+        return 0
     started = datetime.datetime.now().astimezone()
-    rows = []
+    load_average_start = os.getloadavg()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="client_bench_replay_") as tmp:
+        if "replay" in args.capacity_targets:
+            args.replay_response = str(Path(tmp) / "response.bin")
+            Path(args.replay_response).write_bytes(_recorded_response())
+        _measure_all(args, rows)
+    elapsed_s = (datetime.datetime.now().astimezone() - started).total_seconds()
+    pinned = "sim on core 0, client on core 1" if args.pin and (os.cpu_count() or 1) > CLIENT_CORE else "not pinned"
+    print(format_table(rows))
+    if "replay" in args.capacity_targets:
+        print(f"\nCapacity against the replay target (the built-in target's {REPLAY_MAX_TOKENS}-token response, "
+              "written whole for every request):\n")
+        print(format_replay_table(rows))
+    print()
+    for line in goal_lines(rows):
+        print(line)
+    loads = [load for _, _, caps, tim in rows for load in (*(c.load for c in caps.values()), tim.load)]
+    print(f"Background during the windows (not client, not target): other CPU up to "
+          f"{max(x.other for x in loads):.2f} cores, hypervisor steal up to {max(x.steal for x in loads):.2f} cores.")
+    if args.profile_dir:
+        print(f"Capacity windows ran under cProfile ({args.profile_dir}): their events/s are not comparable.")
+    load_average_end = os.getloadavg()
+    print(f"`{shlex.join(['python', *sys.argv])}` — {started:%Y-%m-%d %H:%M %Z}, {_machine()}, {pinned}, "
+          f"window {args.window_s:g} s after {args.warmup_s:g} s ramp, {elapsed_s:.0f} s in all; load average "
+          f"{' '.join(f'{x:.2f}' for x in load_average_start)} at the start, "
+          f"{' '.join(f'{x:.2f}' for x in load_average_end)} at the end. "
+          f"Capacity: sim TTFT 0/ITL 0, max_tokens {CAPACITY_MAX_TOKENS}; timing: sim TTFT {TIMING_TTFT_MS} ms/"
+          f"ITL {TIMING_ITL_MS} ms, max_tokens {TIMING_MAX_TOKENS}; errors are |client - sim send time|.")
+    return 0
+
+
+def _recorded_response() -> bytes:
+    """The built-in target's response to a REPLAY_MAX_TOKENS request, recorded from a fresh sim at ITL 0."""
+    from llmload.sim import stop_sim
+
+    process, base_url = _start_sim(["--fixed-ttft-ms", "0", "--fixed-itl-ms", "0"], False)
+    try:
+        return record_response(base_url, REPLAY_MAX_TOKENS)
+    finally:
+        stop_sim(process)
+
+
+def _measure_all(args: argparse.Namespace, rows: list[Row]) -> None:
+    """Every (client, stamps, processes, streams): capacity against each target, then timing."""
     for client in args.clients:
         for stamps in args.stamps if client == "raw" else ["user"]:
             for processes in args.processes:
@@ -565,24 +729,9 @@ def main(argv: list[str] | None = None) -> int:
                 for streams in args.streams:
                     profile = (str(Path(args.profile_dir) / f"{client}-{stamps}-{processes}-{streams}.pstats")
                                if args.profile_dir else "")
-                    rows.append((variant, streams, measure_capacity(variant, streams, args, profile),
-                                 measure_timing(variant, streams, args)))
-    elapsed_s = (datetime.datetime.now().astimezone() - started).total_seconds()
-    pinned = "sim on core 0, client on core 1" if args.pin and (os.cpu_count() or 1) > CLIENT_CORE else "not pinned"
-    print(format_table(rows))
-    print()
-    for line in goal_lines(rows):
-        print(line)
-    loads = [load for _, _, cap, tim in rows for load in (cap.load, tim.load)]
-    print(f"Background during the windows (not client, not sim): other CPU up to {max(x.other for x in loads):.2f} "
-          f"cores, hypervisor steal up to {max(x.steal for x in loads):.2f} cores.")
-    if args.profile_dir:
-        print(f"Capacity windows ran under cProfile ({args.profile_dir}): their events/s are not comparable.")
-    print(f"`{shlex.join(['python', *sys.argv])}` — {started:%Y-%m-%d %H:%M %Z}, {_machine()}, {pinned}, "
-          f"window {args.window_s:g} s after {args.warmup_s:g} s ramp, {elapsed_s:.0f} s in all. "
-          f"Capacity: sim TTFT 0/ITL 0, max_tokens {CAPACITY_MAX_TOKENS}; timing: sim TTFT {TIMING_TTFT_MS} ms/"
-          f"ITL {TIMING_ITL_MS} ms, max_tokens {TIMING_MAX_TOKENS}; errors are |client - sim send time|.")
-    return 0
+                    caps = {target: measure_capacity(variant, streams, args, profile, target)
+                            for target in args.capacity_targets}
+                    rows.append((variant, streams, caps, measure_timing(variant, streams, args)))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ def test_the_time_to_the_first_token_is_read_from_vllm_benchs_own_stamps():
     bench = bench_metrics(BENCH_RESULT)
     assert bench["mean_first_itl_ms"] == bench["median_first_itl_ms"] == pytest.approx(10.0)  # (12 + 8) / 2
     assert bench["mean_first_token_ms"] == pytest.approx(60.0)  # (40 + 12 + 60 + 8) / 2
+    assert bench["first_itl_under_1ms_share"] == 0.0
+    merged = {**BENCH_RESULT, "itls": [[0.0004, 0.009], [0.008], []]}  # the first token read with the role-only chunk
+    assert bench_metrics(merged)["first_itl_under_1ms_share"] == 0.5
     assert suite_metrics(SUMMARY)["mean_first_token_ms"] == 55.0  # llmload's TTFT is that time already
     without_details = {k: v for k, v in BENCH_RESULT.items() if k not in ("ttfts", "itls", "errors")}
     assert "mean_first_token_ms" not in bench_metrics(without_details)
@@ -73,7 +76,7 @@ def test_the_table_has_a_row_per_metric_and_names_each_definition_once():
     rows = compare({m: [1.0, 2.0] for m in METRICS}, {m: [1.5, 2.5] for m in METRICS}, reasoning=False)
     table = format_table(rows)
     assert len(table.splitlines()) == 2 + len(METRICS)
-    assert table.count("role-only chunk") == 3  # once each for TTFT, ITL and the first ITL gap (mean and median)
+    assert table.count("role-only chunk") == 4  # once each for TTFT, ITL, the first ITL gap and its under-1-ms share
     assert table.count("[DONE]") == 1 and table.count("| the same |") == 1  # E2E once; TPOT's one formula
     assert "| mean_ttft_ms | 1.50 (1.00-2.00) | 2.00 (1.50-2.50) | +0.50 | yes |" in table
 

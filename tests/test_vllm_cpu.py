@@ -187,6 +187,21 @@ def test_crosscheck_agrees_with_vllm_bench_on_a_model_without_reasoning(llama, t
     assert "| mean_ttft_ms |" in done.stdout and "role-only chunk" in done.stdout
 
 
+def test_crosscheck_on_a_reasoning_model_gives_each_tools_own_figures(gptoss, tmp_path):
+    out = tmp_path / "crosscheck"
+    done = run_cli("crosscheck", f"HOST={gptoss}", "PROMPTS=random:64:40", "REQUESTS=6", "USERS=2", "REPEATS=2",
+                   "EFFORT=medium", f"OUT={out}", timeout_s=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((out / "crosscheck.json").read_text())
+    bench, suite = result["vllm_bench"], result["llmload"]
+    assert result["reasoning"] and suite["mean_reasoning_tokens"] == [24.0, 24.0]
+    # vLLM bench's time to the first token is its TTFT plus the role-only chunk's gap; the answer follows the reasoning.
+    assert all(first >= ttft for first, ttft in zip(bench["mean_first_token_ms"], bench["mean_ttft_ms"]))
+    assert all(ttfvt > ttft for ttfvt, ttft in zip(suite["mean_ttfvt_ms"], suite["mean_ttft_ms"]))
+    assert "mean_ttfvt_ms" not in bench and "mean_first_itl_ms" not in suite
+    assert "<|channel|>" in result["definitions"]["mean_ttft_ms"]["reasoning"] and "On a reasoning model:" in done.stdout
+
+
 def test_a_model_without_reasoning(llama, tmp_path):
     records, summary = _load(llama, tmp_path / "run", "EFFORT=none", "REQUESTS=4", "USERS=2", "MAX_TOKENS=16")
     assert summary["requests_ok"] == 4

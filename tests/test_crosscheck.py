@@ -10,7 +10,9 @@ pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 BENCH_RESULT = {"request_throughput": 2.0, "output_throughput": 64.0, "total_token_throughput": 320.0,
                 **{f"{stat}_{name}_ms": value for name, value in (("ttft", 50.0), ("tpot", 10.0), ("itl", 9.0),
-                                                                 ("e2el", 360.0)) for stat in ("mean", "median", "p99")}}
+                                                                 ("e2el", 360.0)) for stat in ("mean", "median", "p99")},
+                # --save-detailed: per request, seconds; the failed request (error text, no gaps) is left out.
+                "ttfts": [0.040, 0.060, 0.0], "itls": [[0.012, 0.009], [0.008], []], "errors": ["", "", "timeout"]}
 
 
 def _distribution(value: float) -> dict:
@@ -18,14 +20,30 @@ def _distribution(value: float) -> dict:
 
 
 SUMMARY = {"rps": 2.1, "output_throughput_tok_s": 66.0, "total_throughput_tok_s": 330.0, "ttft_ms": _distribution(55.0),
-           "tpot_ms": _distribution(10.0), "itl_ms": _distribution(10.0), "response_time_ms": _distribution(365.0)}
+           "tpot_ms": _distribution(10.0), "itl_ms": _distribution(10.0), "response_time_ms": _distribution(365.0),
+           "ttfvt_ms": _distribution(120.0), "reasoning_tokens": {"count": 4, "total": 96, "mean": 24.0}}
 
 
 def test_both_tools_give_every_metric_under_one_name():
     bench, suite = bench_metrics(BENCH_RESULT), suite_metrics(SUMMARY)
-    assert set(bench) == set(suite) == set(METRICS)
+    assert set(bench) | set(suite) == set(METRICS)
     assert (bench["request_throughput_rps"], bench["mean_e2e_ms"], bench["p99_itl_ms"]) == (2.0, 360.0, 9.0)
     assert (suite["request_throughput_rps"], suite["mean_e2e_ms"], suite["median_ttft_ms"]) == (2.1, 365.0, 55.0)
+    # Each tool's own figures: vLLM bench's role-only chunk gap, llmload's first answer token and reasoning.
+    assert "mean_ttfvt_ms" not in bench and "median_first_itl_ms" not in suite
+    assert (suite["p99_ttfvt_ms"], suite["mean_reasoning_tokens"]) == (120.0, 24.0)
+
+
+def test_the_time_to_the_first_token_is_read_from_vllm_benchs_own_stamps():
+    bench = bench_metrics(BENCH_RESULT)
+    assert bench["mean_first_itl_ms"] == bench["median_first_itl_ms"] == pytest.approx(10.0)  # (12 + 8) / 2
+    assert bench["mean_first_token_ms"] == pytest.approx(60.0)  # (40 + 12 + 60 + 8) / 2
+    assert bench["first_itl_under_1ms_share"] == 0.0
+    merged = {**BENCH_RESULT, "itls": [[0.0004, 0.009], [0.008], []]}  # the first token read with the role-only chunk
+    assert bench_metrics(merged)["first_itl_under_1ms_share"] == 0.5
+    assert suite_metrics(SUMMARY)["mean_first_token_ms"] == 55.0  # llmload's TTFT is that time already
+    without_details = {k: v for k, v in BENCH_RESULT.items() if k not in ("ttfts", "itls", "errors")}
+    assert "mean_first_token_ms" not in bench_metrics(without_details)
 
 
 def test_agreement_is_judged_by_both_spreads():
@@ -42,20 +60,37 @@ def test_one_repeat_cannot_judge_agreement():
     assert row.within_spread is None
 
 
-def test_definitions_are_named_and_reasoning_adds_what_it_changes():
-    plain = {r.metric: r.definition for r in compare({}, {}, reasoning=False)}
-    reasoning = {r.metric: r.definition for r in compare({}, {}, reasoning=True)}
-    assert "role-only chunk" in plain["mean_ttft_ms"] and "[DONE]" in plain["p99_e2e_ms"]
-    assert "<|channel|>" not in plain["mean_ttft_ms"] and "<|channel|>" in reasoning["mean_ttft_ms"]
-    assert reasoning["mean_e2e_ms"] == plain["mean_e2e_ms"]
+def test_each_tools_definition_is_named_and_reasoning_adds_what_it_changes():
+    plain = {r.metric: r for r in compare({}, {}, reasoning=False)}
+    reasoning = {r.metric: r for r in compare({}, {}, reasoning=True)}
+    bench_ttft, suite_ttft = plain["mean_ttft_ms"].definitions
+    assert "role-only chunk" in bench_ttft and "first chunk carrying a token" in suite_ttft
+    assert "[DONE]" in plain["p99_e2e_ms"].definitions[1] and plain["p99_e2e_ms"].differs
+    assert not plain["median_tpot_ms"].differs  # one formula, over each tool's own E2E and TTFT
+    assert plain["mean_ttfvt_ms"].definitions[0] == "none" and plain["mean_first_itl_ms"].definitions[1].startswith("none")
+    assert not any(row.reasoning for row in plain.values())
+    assert "<|channel|>" in reasoning["mean_ttft_ms"].reasoning and not reasoning["mean_e2e_ms"].reasoning
 
 
 def test_the_table_has_a_row_per_metric_and_names_each_definition_once():
     rows = compare({m: [1.0, 2.0] for m in METRICS}, {m: [1.5, 2.5] for m in METRICS}, reasoning=False)
     table = format_table(rows)
     assert len(table.splitlines()) == 2 + len(METRICS)
-    assert table.count("role-only") == 2 and table.count("[DONE]") == 1  # once for TTFT and ITL each, once for E2E
+    assert table.count("role-only chunk") == 4  # once each for TTFT, ITL, the first ITL gap and its under-1-ms share
+    assert table.count("[DONE]") == 1 and table.count("| the same |") == 1  # E2E once; TPOT's one formula
     assert "| mean_ttft_ms | 1.50 (1.00-2.00) | 2.00 (1.50-2.50) | +0.50 | yes |" in table
+
+
+def test_on_a_reasoning_model_the_table_says_what_reasoning_changes():
+    rows = compare({"mean_ttft_ms": [40.0, 41.0], "mean_first_token_ms": [52.0, 53.0]},
+                   {"mean_ttft_ms": [52.5, 53.0], "mean_first_token_ms": [52.5, 53.0], "mean_ttfvt_ms": [90.0, 91.0]},
+                   reasoning=True)
+    table = format_table(rows)
+    assert "| mean_ttft_ms | 40.50 (40.00-41.00) | 52.75 (52.50-53.00) | +12.25 | NO |" in table
+    assert "| mean_first_token_ms | 52.50 (52.00-53.00) | 52.75 (52.50-53.00) | +0.25 | yes |" in table
+    assert "| mean_ttfvt_ms | n/a | 90.50 (90.00-91.00) | n/a | n/a |" in table
+    notes = table.split("On a reasoning model:")[1]
+    assert "- mean_ttft_ms:" in notes and "<|channel|>" in notes and "- mean_ttfvt_ms:" in notes
 
 
 def test_the_workload_is_random_in_out():

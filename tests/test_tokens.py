@@ -59,3 +59,17 @@ def test_missing_tokenizer_data_is_one_clear_error(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "LLMLOAD_CACHE": str(tmp_path)})
     assert done.stdout.startswith("TokenizerDataError o200k_base data not found") and "nothing is downloaded" in done.stdout
+
+
+def test_the_encoding_is_tiktokens_own_o200k_harmony(monkeypatch):
+    import tiktoken_ext.openai_public as public
+
+    from llmload.promptsets import o200k_harmony
+
+    # tiktoken's registered constructor, handed the local ranks where it would fetch them (test only).
+    ranks = harmony_encoding()._mergeable_ranks
+    monkeypatch.setattr(public, "load_tiktoken_bpe", lambda *_args, **_kwargs: ranks)
+    expected = public.o200k_harmony()
+    assert o200k_harmony.PATTERN == expected["pat_str"]
+    assert o200k_harmony.SPECIAL_TOKENS == expected["special_tokens"]
+    assert harmony_encoding().name == expected["name"] and harmony_encoding().n_vocab == 201088

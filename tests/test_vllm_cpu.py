@@ -172,19 +172,34 @@ def test_the_servers_account_matches_the_clients(llama, tmp_path):
     assert (tmp_path / "run" / "server_window.jsonl").read_text().count("\n") == 2
 
 
-def test_crosscheck_agrees_with_vllm_bench_on_a_model_without_reasoning(llama, tmp_path):
-    out = tmp_path / "crosscheck"
-    done = run_cli("crosscheck", f"HOST={llama}", "PROMPTS=random:64:32", "REQUESTS=24", "USERS=4", "REPEATS=3",
-                   "EFFORT=none", f"OUT={out}", timeout_s=900)
+def _crosscheck(host: str, out, *settings: str):
+    done = run_cli("crosscheck", f"HOST={host}", f"OUT={out}", *settings, timeout_s=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    result = json.loads((out / "crosscheck.json").read_text())
+    return done.stdout, json.loads((out / "crosscheck.json").read_text())
+
+
+def test_crosscheck_agrees_with_vllm_bench_on_a_model_without_reasoning(llama, tmp_path):
+    stdout, result = _crosscheck(llama, tmp_path / "crosscheck", "PROMPTS=random:64:32", "REQUESTS=24", "USERS=4",
+                                 "REPEATS=3", "EFFORT=none")
     assert not result["reasoning"]
     for tool in ("vllm_bench", "llmload"):
         assert all(len(values) == 3 and None not in values for values in result[tool].values()), tool
     # The same prompts, lengths and concurrency: the same work done, so the same throughput and mean latency.
     for metric in ("request_throughput_rps", "output_throughput_tok_s", "mean_ttft_ms", "mean_e2e_ms"):
         assert result["within_spread"][metric], (metric, result["vllm_bench"][metric], result["llmload"][metric])
-    assert "| mean_ttft_ms |" in done.stdout and "role-only chunk" in done.stdout
+    assert "| mean_ttft_ms |" in stdout and "role-only chunk" in stdout
+
+
+def test_crosscheck_on_a_reasoning_model_gives_each_tools_own_figures(gptoss, tmp_path):
+    stdout, result = _crosscheck(gptoss, tmp_path / "crosscheck", "PROMPTS=random:64:40", "REQUESTS=6", "USERS=2",
+                                 "REPEATS=2", "EFFORT=medium")
+    bench, suite = result["vllm_bench"], result["llmload"]
+    assert result["reasoning"] and suite["mean_reasoning_tokens"] == [24.0, 24.0]
+    # vLLM bench's time to the first token is its TTFT plus the role-only chunk's gap; the answer follows the reasoning.
+    assert all(first >= ttft for first, ttft in zip(bench["mean_first_token_ms"], bench["mean_ttft_ms"]))
+    assert all(ttfvt > ttft for ttfvt, ttft in zip(suite["mean_ttfvt_ms"], suite["mean_ttft_ms"]))
+    assert "mean_ttfvt_ms" not in bench and "mean_first_itl_ms" not in suite
+    assert "<|channel|>" in result["definitions"]["mean_ttft_ms"]["reasoning"] and "On a reasoning model:" in stdout
 
 
 def test_a_model_without_reasoning(llama, tmp_path):

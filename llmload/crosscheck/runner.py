@@ -33,7 +33,7 @@ from llmload.results.storage import read_summary
 
 __all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "DEFAULT_REPEATS", "random_workload", "run_crosscheck"]
 
-CROSSCHECK_SCHEMA_VERSION = 1
+CROSSCHECK_SCHEMA_VERSION = 2  # 2: "definitions" holds each tool's definition apart ({metric: {tool: text}})
 DEFAULT_WORKLOAD = "random:256:128"
 """PROMPTS when it is left at its default (builtin, a set vLLM's bench cannot send)."""
 DEFAULT_REQUESTS = 100

@@ -93,7 +93,8 @@ def test_failures_are_counted_not_hidden(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests_failed"] > 0 and summary["requests_ok"] > 0
-    assert set(summary["errors"]) == {"http_500"}
+    # A stream still open when DURATION ends is kept as interrupted (a starved machine can leave one): not a fault.
+    assert set(summary["errors"]) - {"interrupted"} == {"http_500"}
     assert locust_request_count(out) == summary["requests_ok"] + summary["requests_failed"]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from llmload.results.records import RequestRecord
-from llmload.results.server_metrics import MetricsSample
+from llmload.results.server_metrics import MetricsSample, counter_increase
 
 __all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "ServerVsClient", "reconcile"]
 
@@ -53,9 +53,10 @@ class ServerVsClient:
 
 
 def _delta(before: MetricsSample, after: MetricsSample, name: str) -> float | None:
-    """The counter's increase; None when either scrape lacks it or it went down (a server restart)."""
-    a, b = getattr(before, name), getattr(after, name)
-    return b - a if a is not None and b is not None and b >= a else None
+    """The counter's increase over the window; None when a scrape lacks it or the server restarted inside
+    the window: what it counted before the restart is gone, so there is nothing to set beside the client's."""
+    increase = counter_increase((before, after), name)
+    return None if increase is None or increase.restarted else increase.total
 
 
 def _mean_ms(before: MetricsSample, after: MetricsSample, histogram: str) -> float | None:

@@ -21,7 +21,7 @@ from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.generator import GeneratorCheck
 from llmload.results.reconcile import ServerVsClient, reconcile
-from llmload.results.records import RequestRecord
+from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SloResult, check_slo, is_good
 
@@ -229,13 +229,6 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def _span_s(records: Sequence[RequestRecord]) -> tuple[float, float]:
-    """First start and last end of ``records`` (monotonic seconds); (0, 0) when there are none."""
-    if not records:
-        return 0.0, 0.0
-    return min(r.start_monotonic_s for r in records), max(r.start_monotonic_s + r.e2e_s for r in records)
-
-
 def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos: Sequence[Slo] = ()) -> Measures:
     """The Measures of measured (not warm-up) ``records``; rates are over ``span_s`` (start, end)."""
     ok = [r for r in records if r.ok]
@@ -303,7 +296,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     config = dict(config or {})
     every = list(records)
     measured = [r for r in every if not r.warmup]
-    span_s = _span_s(measured)
+    span_s = run_span_s(measured)
     slos = parse_slos(str(config.get("slo", "")))
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, str(config.get("effort", "")))

@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 import orjson
 
-from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
@@ -26,7 +25,7 @@ from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
 from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
-from llmload.sweep.scenarios import Cell, cell_key
+from llmload.sweep.scenarios import cell_key, cell_options, make_cell
 
 __all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
 
@@ -106,9 +105,8 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     base = {**words, "EARLY_STOP": "on"}
     (out / "cells").mkdir(parents=True, exist_ok=True)
     steps: list[Step] = []
-    step_options = opts.parse_run_args([f"{k}={v}" for k, v in base.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
     with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
-            target(step_options) as url:
+            target(cell_options(base, host, speedup)) as url:
         probe_server(url, api_key)  # a target that does not answer stops the search before any step
         while True:
             load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
@@ -123,8 +121,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
             cell_dir = out / "cells" / key
             if not (cell_dir / CELL_FILE).exists():
                 set_aside(cell_dir)
-                cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", {},
-                            opts.parse_duration_s(settings.get("DURATION", "120s")))
+                cell = make_cell(len(steps), settings, f"{searched}={settings[searched]}", {})
                 started_s = time.monotonic()
                 ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
                 if signals.first:
@@ -186,4 +183,4 @@ def check_capacity_settings(words: dict[str, str], capacity: Any) -> None:
         raise ConfigError(f"CAPACITY_START={capacity.capacity_start:g} must be a whole number of users")
     if "REQUESTS" in words:
         raise ConfigError("REQUESTS does not apply to capacity steps: each runs DURATION, or less when it surely fails")
-    opts.parse_run_args([f"{k}={v}" for k, v in words.items()] + [f"{searched}={capacity.capacity_start:g}", "EARLY_STOP=on"])
+    cell_options({**words, searched: f"{capacity.capacity_start:g}", "EARLY_STOP": "on"})

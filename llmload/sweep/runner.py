@@ -34,7 +34,7 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.sweep.repeats import format_spread, spread_rows
-from llmload.sweep.scenarios import Cell, Scenario
+from llmload.sweep.scenarios import Cell, Scenario, cell_options
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
@@ -208,8 +208,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         progress(f"[{number}/{len(todo)}] cell {cell.index}{which} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
-        cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
-        with target(cell_options) as url:
+        with target(cell_options(cell.settings, host, speedup)) as url:
             probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
             cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)

@@ -9,6 +9,8 @@ Inputs are seconds; the Summary reports milliseconds, and its field names say so
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
@@ -26,7 +28,7 @@ from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "tpot_s", "distribution",
-           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path"]
+           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -214,6 +216,7 @@ class Summary(Measures):
         return asdict(self)
 
 
+@functools.cache
 def check_metric_path(path: str) -> None:
     """Raise ResultsError unless ``path`` (``ttft_ms.median``) names a Summary field, or one inside it."""
     owner: Any = Summary
@@ -223,6 +226,34 @@ def check_metric_path(path: str) -> None:
             known = ", ".join(f.name for f in dataclasses.fields(owner)) if dataclasses.is_dataclass(owner) else "nothing"
             raise ResultsError(f"unknown metric {path!r}: {part!r} is not one of {known}")
         owner = hints[part]
+        if isinstance(owner, types.UnionType):  # ``ArrivalStats | None``: a block a run may lack still names its fields
+            (owner,) = [a for a in typing.get_args(owner) if a is not type(None)]
+
+
+def _owner(summary: Summary, path: str) -> tuple[Any, str]:
+    """The record that holds the last part of ``path`` (None when this run has none there), and that part."""
+    check_metric_path(path)
+    *parents, leaf = path.split(".")
+    owner: Any = summary
+    for part in parents:
+        owner = getattr(owner, part) if owner is not None else None
+    return owner, leaf
+
+
+def metric_value(summary: Summary, path: str) -> float | None:
+    """The number at ``path`` (``ttft_ms.median``); None when this run has none. ResultsError for a path naming no number."""
+    owner, leaf = _owner(summary, path)
+    value = getattr(owner, leaf) if owner is not None else None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ResultsError(f"metric {path!r} is not a number but {type(value).__name__}: name one inside it")
+    return None if value is None else float(value)
+
+
+def metric_ci95(summary: Summary, path: str) -> tuple[float, float] | None:
+    """The 95% interval the summary keeps beside the number at ``path`` (``median_ci95`` beside ``median``), if any."""
+    owner, leaf = _owner(summary, path)
+    ci = getattr(owner, f"{leaf}_ci95", None) if owner is not None else None
+    return None if ci is None else (float(ci[0]), float(ci[1]))
 
 
 def _ratio(part: float, whole: float) -> float | None:

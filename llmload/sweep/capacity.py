@@ -12,7 +12,7 @@ in OUT/cells/<key>/ like any other: rerunning the same command reuses finished s
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,27 +24,14 @@ from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
+from llmload.results.summary import Summary
+from llmload.results.sweepfiles import Step
 from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
 from llmload.sweep.scenarios import cell_key, cell_options, make_cell
 
 __all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
 
 _SEARCHED = {"users": "USERS", "rate": "RATE"}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the search: a load and whether its run met every SLO."""
-
-    load: float
-    """USERS or RATE (requests/s)."""
-    passed: bool
-    certain: bool
-    """Every SLO's 95% interval lies on its verdict's side of the limit."""
-    key: str = ""
-    stopped_early: str | None = None
-    requests_ok: int = 0
-    slo: tuple[dict[str, Any], ...] = ()
 
 
 def _bracket(steps: list[Step]) -> tuple[float | None, float | None]:
@@ -85,12 +72,11 @@ def answer(steps: list[Step], whole: bool) -> tuple[float | None, list[float | N
     return low, [max(sure_passes, default=0.0), upper]
 
 
-def _step(load: float, key: str, summary: dict[str, Any]) -> Step:
-    results = tuple(summary.get("slo", ()))
-    parts = [summary, *summary.get("by_effort", {}).values()]
-    certain = all(r["certain"] for part in parts for r in part.get("slo", ()))
-    return Step(load, summary.get("slo_met") is True and summary["requests_ok"] > 0, certain, key,
-                summary.get("stopped_early"), summary["requests_ok"], results)
+def _step(load: float, key: str, summary: Summary) -> Step:
+    parts = [summary, *summary.by_effort.values()]
+    certain = all(r.certain for part in parts for r in part.slo)
+    return Step(load, summary.slo_met is True and summary.requests_ok > 0, certain, key,
+                summary.stopped_early, summary.requests_ok, tuple(summary.slo))
 
 
 def _format_load(load: float, whole: bool) -> str:
@@ -164,7 +150,7 @@ def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:
 
 def _describe(step: Step, searched: str, whole: bool) -> str:
     verdict = ("PASS" if step.passed else "FAIL") + ("" if step.certain else "?")
-    values = "; ".join(f"{r['slo']} {r['value_ms'] if r['value_ms'] is None else round(r['value_ms'], 1)} ms" for r in step.slo)
+    values = "; ".join(f"{r.slo} {r.value_ms if r.value_ms is None else round(r.value_ms, 1)} ms" for r in step.slo)
     early = f", stopped early: {step.stopped_early}" if step.stopped_early else ""
     return f"  {searched}={_format_load(step.load, whole)}: {verdict} ({step.requests_ok} ok; {values}){early}"
 

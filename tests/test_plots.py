@@ -244,13 +244,15 @@ def test_compare_cli(sweeps):
 
 
 @pytest.mark.parametrize("args", [("figures", "/nonexistent/results"), ("figures", "{tmp}"), ("compare", "{tmp}", "{tmp}"),
-                                  ("figures", "{bad}"), ("frobnicate",), ()])
+                                  ("figures", "{bad}"), ("figures", "{newer}"), ("frobnicate",), ()])
 def test_bad_input_is_one_line(args, tmp_path):
-    bad = tmp_path / "bad"
+    bad, newer = tmp_path / "bad", tmp_path / "newer"
     bad.mkdir()
     (bad / "summary.json").write_text("{not json")
+    newer.mkdir()
+    (newer / "summary.json").write_text('{"schema_version": 2}')  # a newer suite's summary
     (tmp_path / "empty").mkdir()
-    done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad) for a in args))
+    done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad, newer=newer) for a in args))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     with pytest.raises(ResultsError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -21,6 +21,7 @@ __all__ = ["CELL_SCHEMA_VERSION", "PlannedCell", "ScenarioRecord", "CellMarker",
            "read_scenario", "read_cell_marker", "read_capacity"]
 
 CELL_SCHEMA_VERSION = 1
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,34 +111,28 @@ def read_json(path: Path) -> Any:
         raise ResultsError(f"{path}: cannot be read ({e.strerror})") from None
 
 
+def _read_record(cls: type[T], path: Path, what: str, version: int | None = None) -> T:
+    """``path`` decoded into ``cls``, its schema version checked when ``version`` is given; ResultsError (one line) else."""
+    data = read_json(path)
+    if version is not None:
+        check_schema_version(data, path, version)
+    try:
+        return decode(cls, data)
+    except ResultsError as e:
+        raise ResultsError(f"{path}: not {what} ({e})") from None
+
+
 def read_scenario(sweep_dir: Path) -> ScenarioRecord:
     """A sweep's scenario.json; an empty record when it has none (cells found on disk only)."""
     path = sweep_dir / SCENARIO_FILE
-    if not path.exists():
-        return ScenarioRecord()
-    try:
-        return decode(ScenarioRecord, read_json(path))
-    except ResultsError as e:
-        raise ResultsError(f"{path}: not a scenario record ({e})") from None
+    return _read_record(ScenarioRecord, path, "a scenario record") if path.exists() else ScenarioRecord()
 
 
 def read_cell_marker(cell_dir: Path) -> CellMarker:
     """A finished cell's cell.json, its schema version checked."""
-    path = cell_dir / CELL_FILE
-    data = read_json(path)
-    check_schema_version(data, path, CELL_SCHEMA_VERSION)
-    try:
-        return decode(CellMarker, data)
-    except ResultsError as e:
-        raise ResultsError(f"{path}: not a cell marker ({e})") from None
+    return _read_record(CellMarker, cell_dir / CELL_FILE, "a cell marker", CELL_SCHEMA_VERSION)
 
 
 def read_capacity(out: Path) -> CapacityResult:
     """A `make capacity` OUT's capacity.json, its schema version checked."""
-    path = out / CAPACITY_FILE
-    data = read_json(path)
-    check_schema_version(data, path, CAPACITY_SCHEMA_VERSION)
-    try:
-        return decode(CapacityResult, data)
-    except ResultsError as e:
-        raise ResultsError(f"{path}: not a capacity result ({e})") from None
+    return _read_record(CapacityResult, out / CAPACITY_FILE, "a capacity result", CAPACITY_SCHEMA_VERSION)

@@ -39,6 +39,7 @@ from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
 from llmload.results.report import format_result
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary, rebuild_summary, write_summary
+from llmload.results.summary import Summary
 from llmload.loadtest.target import target
 
 __all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
@@ -214,17 +215,17 @@ def _run(settings: Sequence[str], headless: bool) -> int:
     if too_many:
         print(f"error: {too_many}", file=sys.stderr)
         return EXIT_FAIL_RATIO
-    return 0 if summary["requests_ok"] > 0 else 1
+    return 0 if summary.requests_ok > 0 else 1
 
 
-def _fail_ratio_line(summary: dict, limit: float) -> str | None:
+def _fail_ratio_line(summary: Summary, limit: float) -> str | None:
     """One line when the run's failed share passed MAX_FAIL_RATIO (or it stopped for that), else None."""
-    ok, failed = summary["requests_ok"], summary["requests_failed"]
-    stopped = summary["config"].get("stopped_by") == "MAX_FAIL_RATIO"
+    ok, failed = summary.requests_ok, summary.requests_failed
+    stopped = summary.config.get("stopped_by") == "MAX_FAIL_RATIO"
     if not (stopped or (limit and failed and failed / (ok + failed) > limit)):
         return None
     when = "the run was stopped early" if stopped else "the run's results are mostly failures"
-    kinds = ", ".join(f"{kind} {n}" for kind, n in summary.get("errors", {}).items() if kind != "interrupted")
+    kinds = ", ".join(f"{kind} {n}" for kind, n in summary.errors.items() if kind != "interrupted")
     return (f"MAX_FAIL_RATIO={limit:g} passed: {failed} of {ok + failed} requests failed ({kinds}); "
             f"{when}. Fix the server or raise MAX_FAIL_RATIO (0: never stop)")
 
@@ -302,10 +303,9 @@ def _report(run_dirs: Sequence[str]) -> int:
         if (run_dir / SUMMARY_FILE).exists() or not (run_dir / SAMPLES_FILE).is_file():
             summary = read_summary(run_dir)
         else:
-            rebuilt = rebuild_summary(run_dir)
-            path = write_summary(run_dir, rebuilt)
-            summary = rebuilt.to_dict()
-            print(f"{path}: rebuilt from {SAMPLES_FILE}, marked partial (missing {'; '.join(rebuilt.missing)})")
+            summary = rebuild_summary(run_dir)
+            path = write_summary(run_dir, summary)
+            print(f"{path}: rebuilt from {SAMPLES_FILE}, marked partial (missing {'; '.join(summary.missing)})")
         print(format_result(summary))
     return 0
 

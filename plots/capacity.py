@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Sequence
 
-import orjson
-
-from llmload.errors import ResultsError
 from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_of
-from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, SUMMARY_FILE, read_summary
+from llmload.results.slo import SloResult
+from llmload.results.storage import SUMMARY_FILE, read_summary
+from llmload.results.sweepfiles import read_capacity
 
 __all__ = ["SloPoint", "SloPanel", "CapacityPlot", "WHOLE_RUN", "load_capacity"]
 
@@ -57,41 +56,30 @@ class CapacityPlot:
     """REHEARSAL with its factor, one per factor, when the steps ran against the built-in target."""
 
 
-def _points(results: list[dict[str, Any]], load: float) -> dict[str, SloPoint]:
-    return {r["slo"]: SloPoint(load, r["value_ms"], tuple(r["value_ms_ci95"]) if r.get("value_ms_ci95") else None,
-                               bool(r["passed"]), bool(r["certain"])) for r in results}
+def _points(results: Sequence[SloResult], load: float) -> dict[str, SloPoint]:
+    return {r.slo: SloPoint(load, r.value_ms, (r.value_ms_ci95[0], r.value_ms_ci95[1]) if r.value_ms_ci95 else None,
+                            r.passed, r.certain) for r in results}
 
 
 def load_capacity(out: Path) -> CapacityPlot:
     """Read OUT/capacity.json and the summaries of its steps; ResultsError (one line) when it is no capacity result."""
-    path = Path(out) / CAPACITY_FILE
-    try:
-        document = orjson.loads(path.read_bytes())
-        if document.get("schema_version") != CAPACITY_SCHEMA_VERSION:
-            raise ResultsError(f"{path}: schema_version {document.get('schema_version')!r} is not {CAPACITY_SCHEMA_VERSION}, "
-                               "the one this suite reads; read it with the suite that wrote it")
-        name = "max_users" if document["by"] == "users" else "max_rate"
-        steps = sorted(document["steps"], key=lambda s: s["load"])
-        lines: dict[str, dict[str, list[SloPoint]]] = {}  # slo -> line -> points
-        limits: dict[str, float] = {}
-        stamps: set[str] = set()
-        for step in steps:
-            cell = Path(out) / "cells" / step["key"]
-            summary = read_summary(cell) if (cell / SUMMARY_FILE).exists() else {"slo": step["slo"]}  # the step's own record
-            served_by = served_by_of(summary.get("config") or {})
-            if is_rehearsal(served_by):
-                stamps.add(rehearsal_label(served_by))
-            parts = {WHOLE_RUN: summary["slo"], **{e: m["slo"] for e, m in (summary.get("by_effort") or {}).items()}}
-            for line, results in parts.items():
-                for slo, point in _points(results, float(step["load"])).items():
-                    lines.setdefault(slo, {}).setdefault(line, []).append(point)
-            limits.update({r["slo"]: float(r["limit_ms"]) for r in summary["slo"]})
-        panels = tuple(SloPanel(slo, limits[slo], {line: tuple(points) for line, points in by_line.items()})
-                       for slo, by_line in lines.items())
-        low, high = document[f"{name}_ci95"]
-        return CapacityPlot(document["by"], document[name], (low, high), document["stopped_because"], panels,
-                            tuple((float(s["load"]), bool(s["passed"]), s.get("stopped_early")) for s in steps), tuple(sorted(stamps)))
-    except OSError as e:
-        raise ResultsError(f"{path}: cannot be read ({e.strerror})") from None
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ResultsError(f"{path}: not a capacity result ({type(e).__name__}: {e})") from None
+    result = read_capacity(Path(out))
+    steps = sorted(result.steps, key=lambda s: s.load)
+    lines: dict[str, dict[str, list[SloPoint]]] = {}  # slo -> line -> points
+    limits: dict[str, float] = {}
+    stamps: set[str] = set()
+    for step in steps:
+        cell = Path(out) / "cells" / step.key
+        summary = read_summary(cell) if (cell / SUMMARY_FILE).exists() else None  # else the step's own record
+        served_by = served_by_of(summary.config if summary else {})
+        if is_rehearsal(served_by):
+            stamps.add(rehearsal_label(served_by))
+        parts = {WHOLE_RUN: summary.slo, **{e: m.slo for e, m in summary.by_effort.items()}} if summary else {WHOLE_RUN: step.slo}
+        for line, results in parts.items():
+            for slo, point in _points(results, float(step.load)).items():
+                lines.setdefault(slo, {}).setdefault(line, []).append(point)
+        limits.update({r.slo: r.limit_ms for r in parts[WHOLE_RUN]})
+    panels = tuple(SloPanel(slo, limits[slo], {line: tuple(points) for line, points in by_line.items()})
+                   for slo, by_line in lines.items())
+    return CapacityPlot(result.by, result.answer, result.answer_ci95, result.stopped_because, panels,
+                        tuple((float(s.load), s.passed, s.stopped_early) for s in steps), tuple(sorted(stamps)))

@@ -13,7 +13,7 @@ import multiprocessing
 import os
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -251,7 +251,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
         counts = c.output_tokens()
         if not counts and c.metric("output_tokens.count"):  # no samples: the summary's figures only
             pooled[panel].setdefault(c.effort, [])
-            data.extra.setdefault("from_summary", {}).setdefault(panel, {})[c.effort] = c.summary["output_tokens"]
+            data.extra.setdefault("from_summary", {}).setdefault(panel, {})[c.effort] = asdict(c.summary.output_tokens)
         pooled[panel][c.effort].extend(counts)
     for panel in sorted(pooled, key=sort_key):
         data.panels[panel] = {}

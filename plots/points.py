@@ -53,16 +53,8 @@ class Metric:
 
     def ci95(self, cell: Cell) -> tuple[float, float] | None:
         """The 95% interval summary.json gives for the value (``median_ci95`` beside ``median``), if any."""
-        node: Any = cell.summary
-        *parents, leaf = self.path.split(".")
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        ci = node.get(f"{leaf}_ci95") if isinstance(node, dict) else None
-        if isinstance(ci, dict):
-            ci = (ci.get("low", ci.get("lo")), ci.get("high", ci.get("hi")))
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
-            return (float(ci[0]) * self.scale, float(ci[1]) * self.scale)
-        return None
+        ci = cell.ci95(self.path)
+        return None if ci is None else (ci[0] * self.scale, ci[1] * self.scale)
 
 
 @dataclass(frozen=True)
@@ -112,7 +104,7 @@ def effort_parts(cells: Sequence[Cell], keep_mixed: bool = True) -> list[Cell]:
     the parts in place of the mixed run)."""
     out: list[Cell] = []
     for c in cells:
-        efforts = [e for e, part in (c.summary.get("by_effort") or {}).items() if part.get("requests_ok") or part.get("requests_failed")]
+        efforts = [e for e, part in c.summary.by_effort.items() if part.requests_ok or part.requests_failed]
         out.extend(([c] if keep_mixed or not efforts else []) + [effort_part(c, e) for e in efforts])
     return out
 

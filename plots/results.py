@@ -9,12 +9,10 @@ summary at all is *missing*. Nothing here writes to a results folder.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from llmload.errors import ResultsError
 
@@ -22,8 +20,9 @@ from llmload.results.jsonl import iter_json_lines
 from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by_key
 from llmload.results.provenance import served_by_of
 from llmload.results.server_metrics import MetricsSample, read_samples
-from llmload.results.summary import check_metric_path
+from llmload.results.summary import Measures, Summary, metric_ci95, metric_value
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary, rebuild_summary
+from llmload.results.sweepfiles import PlannedCell, read_cell_marker, read_scenario
 
 __all__ = ["ResultsError", "Cell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
@@ -39,15 +38,6 @@ def _short_model(model: Any) -> str:
     return bare_model_name(text) or "(server's)"
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ResultsError(f"{path}: not valid JSON ({e})") from None
-    except OSError as e:
-        raise ResultsError(f"{path}: cannot be read ({e.strerror})") from None
-
-
 @dataclass(frozen=True)
 class Cell:
     """One measured run: a sweep cell or a lone `make load` folder."""
@@ -57,7 +47,7 @@ class Cell:
     index: int | None
     label: str
     settings: dict[str, str]
-    summary: dict[str, Any]
+    summary: Summary
     server: dict[str, str]
     """What the scenario declares the study ran on (not checked against the server): see ``served_by``."""
     complete: bool
@@ -68,7 +58,7 @@ class Cell:
 
     @property
     def config(self) -> dict[str, Any]:
-        return self.summary.get("config") or {}
+        return self.summary.config
 
     def value(self, key: str) -> Any:
         """A setting by its KEY (``GPU``): as the run recorded it, else as the scenario set it, else None."""
@@ -121,13 +111,11 @@ class Cell:
         A path that names no Summary field raises ResultsError: a misspelt metric must not silently
         leave a figure empty.
         """
-        check_metric_path(path)
-        value: Any = self.summary
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                return None
-            value = value[part]
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return metric_value(self.summary, path)
+
+    def ci95(self, path: str) -> tuple[float, float] | None:
+        """The 95% interval summary.json keeps beside the number at ``path`` (``median_ci95`` beside ``median``), if any."""
+        return metric_ci95(self.summary, path)
 
     def output_tokens(self) -> list[int]:
         """Each successful request's output token count, read fast (only the fields needed); an effort part's own only."""
@@ -155,7 +143,8 @@ class Cell:
 def effort_part(cell: Cell, effort: str) -> Cell:
     """One effort's part of a mixed run as a Cell of its own: its summary is that effort's ``by_effort`` entry."""
     config = {**cell.config, "effort": effort}
-    return replace(cell, summary={**cell.summary, **cell.summary["by_effort"][effort], "config": config},
+    part = cell.summary.by_effort[effort]
+    return replace(cell, summary=replace(cell.summary, **{f.name: getattr(part, f.name) for f in fields(Measures)}, config=config),
                    mix=str(cell.config.get("effort") or cell.effort))
 
 
@@ -191,23 +180,18 @@ def _settings_from_config(config: dict[str, Any]) -> dict[str, str]:
 
 def _load_run(path: Path) -> Results:
     """A `make load` folder; one killed before its summary is drawn from its samples (rebuilt here, not written)."""
-    if (path / SUMMARY_FILE).exists():
-        summary = read_summary(path)
-    else:
-        summary = rebuild_summary(path).to_dict()
-    settings = _settings_from_config(summary.get("config") or {})
+    summary = read_summary(path) if (path / SUMMARY_FILE).exists() else rebuild_summary(path)
+    settings = _settings_from_config(summary.config)
     label = " ".join(settings.get(k, "") for k in ("GPU", "MODEL", "PROMPTS", "EFFORT")) + f" u{settings.get('USERS', '?')}"
-    complete = not summary.get("partial")
+    complete = not summary.partial
     cell = Cell(path, path.name, 0, label, settings, summary, {}, complete, str(path))  # a lone run declares no server
-    missing = () if complete else (MissingCell(0, path.name, label, "partial: the run died; missing " + "; ".join(summary.get("missing") or [])),)
+    missing = () if complete else (MissingCell(0, path.name, label, "partial: the run died; missing " + "; ".join(summary.missing)),)
     return Results(path, "run", path.name, f"one run ({label})", {}, (cell,), missing, 1)
 
 
 def _load_sweep(path: Path) -> Results:
-    scenario = _read_json(path / SCENARIO_FILE) if (path / SCENARIO_FILE).exists() else {}
-    if not isinstance(scenario, dict):
-        raise ResultsError(f"{path / SCENARIO_FILE}: not a scenario record")
-    planned = [c for c in scenario.get("cells") or [] if isinstance(c, dict) and "key" in c]
+    scenario = read_scenario(path)
+    planned = scenario.cells
     cells_dir = path / "cells"
     on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name
                and ".repeat-" not in d.name} if cells_dir.is_dir() else {}  # REPEATS' later runs: in repeats.csv
@@ -215,38 +199,37 @@ def _load_sweep(path: Path) -> Results:
     missing: list[MissingCell] = []
     seen: set[str] = set()
     for entry in planned:
-        key = str(entry["key"])
-        seen.add(key)
-        cell = _load_cell(on_disk.get(key), entry, str(path))
+        seen.add(entry.key)
+        cell = _load_cell(on_disk.get(entry.key), entry, str(path))
+        label = entry.label or entry.key
         if isinstance(cell, Cell):
             cells.append(cell)
             if not cell.complete:
-                missing.append(MissingCell(entry.get("index"), key, str(entry.get("label", key)), "partial: no cell.json (cut short); drawn from what it wrote"))
+                missing.append(MissingCell(entry.index, entry.key, label, "partial: no cell.json (cut short); drawn from what it wrote"))
         else:
-            missing.append(MissingCell(entry.get("index"), key, str(entry.get("label", key)), cell))
+            missing.append(MissingCell(entry.index, entry.key, label, cell))
     for key, d in sorted(on_disk.items()):  # finished cells scenario.json does not list (an edited scenario)
         if key not in seen and (d / CELL_FILE).exists():
-            cell = _load_cell(d, {}, str(path))
+            cell = _load_cell(d, PlannedCell(key), str(path))
             if isinstance(cell, Cell):
                 cells.append(cell)
     cells.sort(key=lambda c: (c.index if c.index is not None else 10**9, c.key))
-    return Results(path, "sweep", str(scenario.get("name") or path.name), str(scenario.get("description") or ""),
-                   {str(k): str(v) for k, v in (scenario.get("server") or {}).items()}, tuple(cells), tuple(missing),
-                   len(planned) or len(cells))
+    return Results(path, "sweep", scenario.name or path.name, scenario.description, scenario.server, tuple(cells),
+                   tuple(missing), len(planned) or len(cells))
 
 
-def _load_cell(d: Path | None, entry: dict[str, Any], source: str) -> Cell | str:
-    """A Cell, or the reason there is none."""
+def _load_cell(d: Path | None, entry: PlannedCell, source: str) -> Cell | str:
+    """A Cell (as its cell.json has it, else as scenario.json plans it), or the reason there is none."""
     if d is None:
         return "not run (no folder)"
     if not (d / SUMMARY_FILE).exists():
         return "no summary.json (cut short before it finished)" if d.exists() else "not run (no folder)"
     summary = read_summary(d)
-    marker = _read_json(d / CELL_FILE) if (d / CELL_FILE).exists() else None
-    info = marker if isinstance(marker, dict) else entry
-    settings = {str(k): str(v) for k, v in (info.get("settings") or _settings_from_config(summary.get("config") or {})).items()}
-    return Cell(d, str(info.get("key", d.name)), info.get("index"), str(info.get("label") or d.name), settings, summary,
-                {str(k): str(v) for k, v in (info.get("declared_server") or info.get("server") or {}).items()}, marker is not None, source)
+    if (d / CELL_FILE).exists():
+        marker = read_cell_marker(d)
+        entry = PlannedCell(marker.key, marker.index, marker.label, marker.settings, marker.declared_server)
+    return Cell(d, entry.key, entry.index, entry.label or d.name, entry.settings or _settings_from_config(summary.config),
+                summary, entry.server, (d / CELL_FILE).exists(), source)
 
 
 def load_results(path: str | Path) -> Results:

@@ -81,7 +81,7 @@ def test_arrival_stats_from_scheduled_and_actual_send_times():
     closed = RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,
                            ttft_s=None, ttfvt_s=None, tpot_s=None)
     assert arrival_stats([closed]) is None and summarize([closed]).arrivals is None
-    block = format_result(summarize(records, {"rate": 1.0, "arrivals": "gamma", "burstiness": 0.5, "max_concurrency": 4}).to_dict())
+    block = format_result(summarize(records, {"rate": 1.0, "arrivals": "gamma", "burstiness": 0.5, "max_concurrency": 4}))
     assert "Sent over 10 ms late:" in block and "1 of 5" in block
     assert "rate=1/s gamma burstiness=0.5 max_concurrency=4" in block
 

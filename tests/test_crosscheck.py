@@ -1,10 +1,13 @@
 """vLLM bench's figures beside llmload's (llmload/crosscheck/compare.py), from literal numbers."""
 
+from dataclasses import replace
+
 import pytest
 
 from llmload.crosscheck.compare import METRICS, bench_metrics, compare, format_table, suite_metrics
 from llmload.crosscheck.runner import random_workload
 from llmload.errors import ConfigError
+from llmload.results.summary import Distribution, TokenStats, summarize
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -15,13 +18,15 @@ BENCH_RESULT = {"request_throughput": 2.0, "output_throughput": 64.0, "total_tok
                 "ttfts": [0.040, 0.060, 0.0], "itls": [[0.012, 0.009], [0.008], []], "errors": ["", "", "timeout"]}
 
 
-def _distribution(value: float) -> dict:
-    return {"count": 4, "mean": value, "median": value, "p90": value, "p99": value, "min": value, "max": value}
+def _distribution(value: float) -> Distribution:
+    return Distribution(count=4, mean=value, median=value, median_ci95=None, p90=value, p90_ci95=None, p99=value,
+                        p99_ci95=None, min=value, max=value)
 
 
-SUMMARY = {"rps": 2.1, "output_throughput_tok_s": 66.0, "total_throughput_tok_s": 330.0, "ttft_ms": _distribution(55.0),
-           "tpot_ms": _distribution(10.0), "itl_ms": _distribution(10.0), "response_time_ms": _distribution(365.0),
-           "ttfvt_ms": _distribution(120.0), "reasoning_tokens": {"count": 4, "total": 96, "mean": 24.0}}
+SUMMARY = replace(summarize([]), rps=2.1, output_throughput_tok_s=66.0, total_throughput_tok_s=330.0,
+                  ttft_ms=_distribution(55.0), tpot_ms=_distribution(10.0), itl_ms=_distribution(10.0),
+                  response_time_ms=_distribution(365.0), ttfvt_ms=_distribution(120.0),
+                  reasoning_tokens=TokenStats(count=4, total=96, mean=24.0, median=None, min=None, max=None))
 
 
 def test_both_tools_give_every_metric_under_one_name():

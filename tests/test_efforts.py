@@ -72,7 +72,7 @@ def test_summary_breaks_a_mix_down_per_effort():
     assert low.duration_s == high.duration_s == s.duration_s == 6.0  # every part's rate is over the whole run
     assert low.rps + high.rps == pytest.approx(s.rps)
     assert (low.response_time_ms.median, high.response_time_ms.median) == (1000.0, 3000.0)
-    block = format_result(s.to_dict())
+    block = format_result(s)
     assert "Effort low (66.7%)" in block and "Effort high (33.3%)" in block and "Effort medium (0.0%)" in block
 
 

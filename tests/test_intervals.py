@@ -106,6 +106,6 @@ def test_summary_and_result_block_carry_intervals():
     assert s.rps_ci95 is not None and s.rps_ci95[0] <= s.rps <= s.rps_ci95[1]
     assert s.output_throughput_tok_s_ci95[0] <= s.output_throughput_tok_s <= s.output_throughput_tok_s_ci95[1]
     assert summarize(records[:3]).rps_ci95 is None  # a 2 s run of 1 s requests: 2 windows
-    block = format_result(s.to_dict())
+    block = format_result(s)
     median_row = next(line for line in block.splitlines() if line.startswith("Median TTFT (ms):"))
     assert median_row.split()[-2:] == ["[100.00,", "100.00]"]

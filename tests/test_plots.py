@@ -77,7 +77,7 @@ def test_loading_a_sweep(sweeps):
     with pytest.raises(ResultsError, match="unknown metric 'response_time_ms.medain'"):
         cell.metric("response_time_ms.medain")  # a misspelt metric must not leave a figure silently empty
     records = [r for r in read_records(cell.path / "samples.jsonl") if not r.warmup]
-    assert len(records) == cell.summary["requests_ok"] and cell.output_tokens() == [x.completion_tokens for x in records]
+    assert len(records) == cell.summary.requests_ok and cell.output_tokens() == [x.completion_tokens for x in records]
     assert cell.server_samples and cell.server_samples[0].t_s >= 0
 
 
@@ -142,8 +142,8 @@ def test_every_figure_plots_against_the_setting_the_cells_vary(sweeps, tmp_path)
 def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     first = cells[0]
-    summary = {**first.summary, "ttft_ms": {**first.summary["ttft_ms"], "median_ci95": [1.0, 99.0], "count": 3},
-               "config": {**first.config, "slo": "ttft_p90<=250ms,tpot_p90<=50ms"}}  # as SLO= records it
+    summary = replace(first.summary, ttft_ms=replace(first.summary.ttft_ms, median_ci95=[1.0, 99.0], count=3),
+                      config={**first.config, "slo": "ttft_p90<=250ms,tpot_p90<=50ms"})  # as SLO= records it
     changed = [replace(first, summary=summary), *cells[1:]]
     data = ttft_vs_users(changed, tmp_path)
     assert data.slo == 250.0
@@ -217,8 +217,8 @@ def test_compare_math_with_literal_numbers():
 def test_compare_table_from_cells(sweeps):
     a, b = load_results(sweeps["h100"]), load_results(sweeps["a100"])
     def with_numbers(cell, tok_s, tpot, out_mean):
-        summary = {**cell.summary, "total_throughput_tok_s": tok_s, "tpot_ms": {**cell.summary["tpot_ms"], "mean": tpot},
-                   "output_tokens": {**cell.summary["output_tokens"], "mean": out_mean}}
+        summary = replace(cell.summary, total_throughput_tok_s=tok_s, tpot_ms=replace(cell.summary.tpot_ms, mean=tpot),
+                          output_tokens=replace(cell.summary.output_tokens, mean=out_mean))
         return replace(cell, summary=summary)
     x = next(c for c in a.cells if c.label == "gpt-oss-120b low u1")
     y = next(c for c in b.cells if c.workload() == x.workload())
@@ -244,13 +244,15 @@ def test_compare_cli(sweeps):
 
 
 @pytest.mark.parametrize("args", [("figures", "/nonexistent/results"), ("figures", "{tmp}"), ("compare", "{tmp}", "{tmp}"),
-                                  ("figures", "{bad}"), ("frobnicate",), ()])
+                                  ("figures", "{bad}"), ("figures", "{newer}"), ("frobnicate",), ()])
 def test_bad_input_is_one_line(args, tmp_path):
-    bad = tmp_path / "bad"
+    bad, newer = tmp_path / "bad", tmp_path / "newer"
     bad.mkdir()
     (bad / "summary.json").write_text("{not json")
+    newer.mkdir()
+    (newer / "summary.json").write_text('{"schema_version": 2}')  # a newer suite's summary
     (tmp_path / "empty").mkdir()
-    done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad) for a in args))
+    done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad, newer=newer) for a in args))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     with pytest.raises(ResultsError):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.options import parse_run_args
-from llmload.sweep.scenarios import Cell, Scenario, ScenarioError, load_scenario
+from llmload.options import option_by_key, parse_duration_s, parse_run_args
+from llmload.sweep.scenarios import Cell, Scenario, ScenarioError, cell_key, cell_options, load_scenario, make_cell
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -228,3 +228,13 @@ def test_a_bad_scenario_gives_one_line_naming_the_file_and_key(tmp_path, text, m
 def test_a_missing_file_is_a_scenario_error(tmp_path):
     with pytest.raises(ScenarioError, match=r"nope\.yaml: cannot be read"):
         load_scenario(tmp_path / "nope.yaml")
+
+
+def test_a_cell_made_from_settings_takes_its_defaults_from_the_option_table():
+    cell = make_cell(3, {"USERS": "4"}, "u4", {})
+    assert (cell.index, cell.key, cell.label) == (3, cell_key({"USERS": "4"}), "u4")
+    assert cell.duration_s == parse_duration_s(option_by_key("DURATION").default)
+    assert make_cell(0, {"USERS": "2", "REQUESTS": "10"}, "", {}).duration_s is None  # the requests end it
+    assert make_cell(0, {"DURATION": "2m"}, "", {}).duration_s == 120.0
+    ns = cell_options({"USERS": "4"}, "http://127.0.0.1:9", 5.0)
+    assert (ns.num_users, ns.host, ns.speedup) == (4, "http://127.0.0.1:9", 5.0)

@@ -24,19 +24,19 @@ def test_a_process_over_its_limits_is_named_and_one_that_kept_up_is_not():
                        read_lag=_lag(*[1e-4] * 99, 2e-3), loop_lag=_lag(*[5e-4] * 100))
     busy = ProcessLoad("worker 2", wall_s=10.0, cpu_s=9.7, wakeups=10, events=200, max_events_per_wakeup=60,
                        read_lag=_lag(*[0.02] * 100), loop_lag=_lag(*[1e-3] * 100))
-    result = check([calm, busy]).to_dict()
-    assert result["generator_limited"] is True
-    first, second = result["processes"]
-    assert first["limits"] == [] and first["events_per_read"] == 1.5 and first["cpu_cores"] == 0.3
-    assert abs(first["arrival_to_read_lag_ms"]["max"] - 2.0) < 1e-9
-    assert second["limits"] == ["worker 2 CPU 97% of a core", "worker 2 arrival-to-read lag p99 19.9 ms"]  # 20 ms, within the bucket
+    result = check([calm, busy])
+    assert result.generator_limited is True
+    first, second = result.processes
+    assert first.limits == [] and first.events_per_read == 1.5 and first.cpu_cores == 0.3
+    assert abs(first.arrival_to_read_lag_ms.max - 2.0) < 1e-9
+    assert second.limits == ["worker 2 CPU 97% of a core", "worker 2 arrival-to-read lag p99 19.9 ms"]  # 20 ms, within the bucket
     warning = limit_warning(result)
     assert warning.startswith("warning: the load generator limited this run (worker 2 CPU 97%")
     assert warning.endswith("spread the users over more processes with WORKERS=N") and "\n" not in warning
-    assert limit_warning(check([calm]).to_dict()) is None
+    assert limit_warning(check([calm])) is None
     # Late without being busy: the machine, not the generator's share of it, is the limit.
     waiting = ProcessLoad("load process", wall_s=10.0, cpu_s=0.3, loop_lag=_lag(*[0.03] * 100))
-    assert limit_warning(check([waiting]).to_dict()).endswith("free the machine (WORKERS=N will not help)")
+    assert limit_warning(check([waiting])).endswith("free the machine (WORKERS=N will not help)")
 
 
 def test_a_deliberately_starved_event_loop_is_flagged():

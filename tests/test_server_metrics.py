@@ -15,8 +15,10 @@ import pytest
 
 from llmload.results.server_metrics import (
     METRICS_SCHEMA_VERSION,
+    Increase,
     MetricsSample,
     MetricsSummary,
+    counter_increase,
     parse_prometheus,
     read_samples,
     sample_from,
@@ -181,6 +183,21 @@ def test_summarize_counter_reset_counts_from_zero():
     assert m.generation_tokens == 100 + 50 + 100
     assert m.generation_tok_s == pytest.approx(250 / 3.0)  # over the span where the counter was seen
     assert m.running_mean is None and m.preemptions is None and m.prefix_cache_hit_rate is None
+
+
+def test_counter_increase_says_when_the_server_restarted():
+    steady = [_s(0.0, e2e_count=3), _s(2.0, e2e_count=7)]
+    assert counter_increase(steady, "e2e_count") == Increase(4.0, 2.0, False)
+    assert counter_increase([_s(0.0, e2e_count=9), _s(1.0, e2e_count=2)], "e2e_count") == Increase(2.0, 1.0, True)
+    assert counter_increase([_s(0.0, e2e_count=9), _s(1.0)], "e2e_count") is None  # one scrape has it: no increase
+
+
+def test_a_sample_reads_back_from_its_json_line(tmp_path):
+    sample = _s(1.5, running=2.0, e2e_count=7.0, ttft_sum_s=0.25)
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(sample.to_json_line() * 2)
+    assert read_samples(path) == [sample, sample]
+    assert orjson.loads(sample.to_json_line())["schema_version"] == METRICS_SCHEMA_VERSION
 
 
 def test_summarize_hit_rate_none_without_queries_and_old_gauge():

@@ -203,7 +203,7 @@ def test_kill_9_then_report_rebuilds_a_partial_summary(tmp_path, slow_target):
 
     # Figures take the folder as it is (summed up from its samples, nothing written), drawn as partial.
     drawn = load_results(out)
-    assert not drawn.cells[0].complete and drawn.cells[0].summary["requests_ok"] == len([r for r in records if r.ok])
+    assert not drawn.cells[0].complete and drawn.cells[0].summary.requests_ok == len([r for r in records if r.ok])
     assert "partial" in drawn.missing[0].reason and not (out / "summary.json").exists()
 
     done = run_cli("report", str(out))

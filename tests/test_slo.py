@@ -99,7 +99,7 @@ def test_with_a_mix_every_effort_that_ran_must_meet_the_slo():
     assert s.by_effort["medium"].requests_ok == 0  # drew nothing: not judged
     only_low = summarize(records[:40], {"effort": "mix:low=1,medium=0,high=1", "slo": "ttft_p90<=1s"})
     assert only_low.slo_met is True
-    block = format_result(s.to_dict())
+    block = format_result(s)
     assert "SLOs met by every effort:" in block and "no" in block.split("SLOs met by every effort:")[1].split("\n")[0]
     assert block.count("SLO ttft_p90<=1s:") == 4  # the whole run and each of three efforts
     high_rows = block.split("Effort high")[1]

@@ -5,6 +5,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,40 @@ from llmload.promptsets.catalog import load_prompt_set
 from llmload.results.records import read_records
 from llmload.results.summary import summarize
 from llmload.sim import start_sim, stop_sim
+
+
+RUN_TAG = "LLMLOAD_TEST_RUN"
+"""Set in every process a test here starts (inherited by Locust and the workers it forks): teardown finds them by it."""
+
+
+def _tagged_process_groups(tag: str) -> set[int]:
+    """Process groups holding a process whose environment carries ``RUN_TAG=tag`` (this process's own excluded)."""
+    needle = f"{RUN_TAG}={tag}".encode()
+    groups = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    groups.add(os.getpgid(int(entry)))
+        except (OSError, ProcessLookupError):
+            continue  # gone, or not ours to read
+    return groups - {os.getpgrp()}
+
+
+@pytest.fixture(autouse=True)
+def kill_own_locust_processes(monkeypatch):
+    """Locust forks its workers without exec and they do not die with their master: after each test, kill every
+    process group a process started by the test still holds (Locust runs in its own session, apart from ours)."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(RUN_TAG, tag)
+    yield
+    for group in _tagged_process_groups(tag):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _locust_count(run_dir):

@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from llmload.results.summary import Summary, metric_value
+
 __all__ = ["METRICS", "Row", "bench_metrics", "suite_metrics", "compare", "format_table"]
 
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
@@ -34,7 +36,7 @@ _BENCH_KEYS = {"request_throughput_rps": "request_throughput", "output_throughpu
                "total_throughput_tok_s": "total_token_throughput",
                **{f"{stat}_{latency}_ms": f"{stat}_{'e2el' if latency == 'e2e' else latency}_ms"
                   for latency in _LATENCIES for stat in _STATS}}
-# llmload's summary.json: a distribution for latencies, a field for throughputs.
+# llmload's Summary: a distribution (its statistic appended) for latencies, a field for throughputs.
 _SUITE_LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms",
                     "ttfvt": "ttfvt_ms"}
 _SUITE_THROUGHPUTS = {"request_throughput_rps": "rps", "output_throughput_tok_s": "output_throughput_tok_s",
@@ -125,14 +127,14 @@ def bench_metrics(result: Mapping[str, Any]) -> dict[str, float | None]:
     return metrics
 
 
-def suite_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """The metrics of one llmload summary.json."""
-    metrics: dict[str, float | None] = {metric: summary[key] for metric, key in _SUITE_THROUGHPUTS.items()}
+def suite_metrics(summary: Summary) -> dict[str, float | None]:
+    """The metrics of one llmload summary."""
+    metrics: dict[str, float | None] = {metric: metric_value(summary, key) for metric, key in _SUITE_THROUGHPUTS.items()}
     for latency, key in _SUITE_LATENCIES.items():
         for stat in _STATS:
-            metrics[f"{stat}_{latency}_ms"] = summary[key][stat]
+            metrics[f"{stat}_{latency}_ms"] = metric_value(summary, f"{key}.{stat}")
     metrics["mean_first_token_ms"] = metrics["mean_ttft_ms"]
-    metrics["mean_reasoning_tokens"] = summary["reasoning_tokens"]["mean"]
+    metrics["mean_reasoning_tokens"] = summary.reasoning_tokens.mean
     return metrics
 
 

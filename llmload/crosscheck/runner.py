@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -30,6 +29,7 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
 from llmload.processes import die_with_parent
 from llmload.results.storage import read_summary
+from llmload.results.summary import Summary
 
 __all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "DEFAULT_REPEATS", "random_workload", "run_crosscheck"]
 
@@ -105,7 +105,7 @@ def _bench_repeat(options: argparse.Namespace, host: str, model: str, seed: int,
 
 
 def _suite_repeat(options: argparse.Namespace, host: str, model: str, seed: int, requests: int, out: Path,
-                  api_key: str) -> tuple[dict[str, float | None], dict[str, Any]]:
+                  api_key: str) -> tuple[dict[str, float | None], Summary]:
     run_dir = out / "llmload" / f"repeat-{seed - options.seed}"
     env = {**os.environ, "API_KEY": api_key}  # the key never goes on a command line
     _run([sys.executable, "-m", "llmload", "load", *_suite_settings(options, host, model, seed, requests, run_dir)],
@@ -139,7 +139,7 @@ def run_crosscheck(options: argparse.Namespace) -> int:
                 metrics = _bench_repeat(options, options.host, model, seed, requests, out, api_key)
             else:
                 metrics, summary = _suite_repeat(options, options.host, model, seed, requests, out, api_key)
-                reasoning = reasoning or bool(summary["reasoning_tokens"]["total"])
+                reasoning = reasoning or bool(summary.reasoning_tokens.total)
             for metric in METRICS:
                 values[tool][metric].append(metrics.get(metric))
     rows = compare(values["vllm_bench"], values["llmload"], reasoning)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
-
-import orjson
 
 from llmload.control_http import request
 from llmload.errors import ControlCallFailed
-from llmload.results.server_metrics import METRICS_SCHEMA_VERSION, MetricsSample, parse_prometheus, sample_from
+from llmload.results.server_metrics import MetricsSample, parse_prometheus, sample_from
 
 __all__ = ["scrape", "ServerWindow"]
 
@@ -55,6 +53,5 @@ class ServerWindow:
         if after is None:
             return ()
         window = (self.before, after)
-        path.write_bytes(b"".join(orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(sample)}) + b"\n"
-                                  for sample in window))
+        path.write_bytes(b"".join(sample.to_json_line() for sample in window))
         return window

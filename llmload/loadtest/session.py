@@ -32,7 +32,7 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import ServerInfo, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
@@ -58,31 +58,48 @@ class RunSession:
     def __init__(self, environment: Any) -> None:
         o = environment.parsed_options
         opts.check_ranges(o)  # values typed into the web UI's form have not met the parser's checks
+        self.plan = plan_of(environment)
+        info = self._connect(environment, o)
+        chat = self._what_to_send(o, info)
+        self._how_to_send(o)
+        self.users_started = 0
+        self.finished = False
+        self.files_written = Event()
+        self.forwarder: WorkerForwarder | None = None
+        self.collector: MasterCollector | None = None
+        if isinstance(environment.runner, WorkerRunner):  # the master writes the run's files and ends the test
+            self._serve_the_master(o, environment.runner)
+        else:
+            self._own_the_run(environment, o, info, chat)
+
+    def _connect(self, environment: Any, o: Any) -> ServerInfo:
+        """The target: its root, the key it gets, and what it serves (asked before anything else is done)."""
         self.host = (environment.host or o.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
         self.api_key = _api_key_for(o, self.host, getattr(environment, "llmload_start_host", None) or self.host)
-        info = probe_server(self.host, self.api_key)
-        model = resolve_model(o.model, info)
-        continuous = continuous_usage(o.continuous_usage, info)
+        return probe_server(self.host, self.api_key)
+
+    def _what_to_send(self, o: Any, info: ServerInfo) -> ChatOptions:
+        """The prompts, their order and the request body per effort; returns the body's options before the effort."""
+        chat = ChatOptions(model=resolve_model(o.model, info), max_tokens=o.max_tokens, temperature=o.temperature,
+                           continuous_usage=continuous_usage(o.continuous_usage, info), extra_body=opts.extra_body(o))
         self.efforts = EffortDraw(opts.effort_shares(o.effort), o.seed)
-        chat = ChatOptions(model=model, max_tokens=o.max_tokens, temperature=o.temperature,
-                           continuous_usage=continuous, extra_body=opts.extra_body(o))
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
-        self.failure_backoff_s = o.failure_backoff
-        self.failure_backoff_max_s = o.failure_backoff_max
-        self.nonce = o.nonce == "on"
         self._next_prompt = 0
+        self.nonce = o.nonce == "on"
+        self.seed = o.seed
+        return chat
+
+    def _how_to_send(self, o: Any) -> None:
+        """The client, its timeouts and back-off, RATE's schedule, and the SLOs EARLY_STOP watches."""
         self.client_name = o.client
         self.timeout_s = o.request_timeout
-        self.seed = o.seed
-        self.users_started = 0
-        self.finished = False
-        self.files_written = Event()
+        self.failure_backoff_s = o.failure_backoff
+        self.failure_backoff_max_s = o.failure_backoff_max
         self.stop_timeout_s = float(o.stop_timeout)
-        self.plan = plan_of(environment)
         # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
         self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
         self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
@@ -92,34 +109,24 @@ class RunSession:
         self.slos = opts.parse_slos(o.slo)
         self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
         self.stopped_early: str | None = None
+
+    def _serve_the_master(self, o: Any, runner: WorkerRunner) -> None:
+        """A worker: its share of the request counts; records, failures and the end go to the master."""
+        self.budget = RequestBudget(
+            share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
+            (lambda: runner.send_message(WARMED)) if o.warmup_requests else None)
+        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
+        self.forwarder = WorkerForwarder(runner)
+        self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
+
+    def _own_the_run(self, environment: Any, o: Any, info: ServerInfo, chat: ChatOptions) -> None:
+        """The load process or the master: it counts requests, ends the test, writes the files and serves the table."""
         runner = environment.runner
         end_test = runner.quit if o.headless else runner.stop
-        self.forwarder: WorkerForwarder | None = None
-        self.collector: MasterCollector | None = None
-        if isinstance(runner, WorkerRunner):  # the master writes the run's files and ends the test
-            self.budget = RequestBudget(
-                share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
-                (lambda: runner.send_message(WARMED)) if o.warmup_requests else None)
-            self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
-            self.forwarder = WorkerForwarder(runner)
-            self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
-            return
         self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
-        self.config = {**opts.run_config(o), "host": self.host, "model": model, "continuous_usage": continuous,
-                       "served_by": served_by(info, model),
-                       # RATE: one dispatching user per process, not a load setting (USERS is 1)
-                       "users": 1 if o.rate else runner.target_user_count or o.num_users,
-                       "prompt_overrides": prompt_overrides(self.prompts)}
-        _check_target_plays(o, self.config["served_by"])
-        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
-        base = Path(o.out) if o.out else default_run_dir(o.gpu, model, o.effort, self.config["users"])
-        self.run_dir = fresh_run_dir(base)
-        logger.info("llmload: results go to %s/", self.run_dir)
-        self.config["out"] = str(self.run_dir)
-        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
-        self.writer.start()
-        (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
+        # RATE: one dispatching user per process, not a load setting (USERS is 1)
+        self._open_run_dir(o, info, chat, 1 if o.rate else runner.target_user_count or o.num_users)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:
             self.live.run_dir = str(self.run_dir)
@@ -133,6 +140,20 @@ class RunSession:
         if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
             watch_slos(self, float(o.run_time or 60), end_test)
         self.server_window = ServerWindow(self.host, self.api_key)
+
+    def _open_run_dir(self, o: Any, info: ServerInfo, chat: ChatOptions, users: int) -> None:
+        """The run's folder, its config.json and the samples writer (started)."""
+        self.config = {**opts.run_config(o), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
+                       "served_by": served_by(info, chat.model), "users": users, "prompt_overrides": prompt_overrides(self.prompts)}
+        _check_target_plays(o, self.config["served_by"])
+        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
+        base = Path(o.out) if o.out else default_run_dir(o.gpu, chat.model, o.effort, users)
+        self.run_dir = fresh_run_dir(base)
+        logger.info("llmload: results go to %s/", self.run_dir)
+        self.config["out"] = str(self.run_dir)
+        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
+        self.writer.start()
+        (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
 
     def _stop_for_failures(self, line: str, end_test: Any) -> None:
         logger.error("error: %s", line)

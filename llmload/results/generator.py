@@ -120,12 +120,12 @@ def check(loads: list[ProcessLoad]) -> GeneratorCheck:
     return GeneratorCheck(any(p.limits for p in processes), processes)
 
 
-def limit_warning(generator: dict[str, Any]) -> str | None:
+def limit_warning(generator: GeneratorCheck) -> str | None:
     """The one warning line for a summary's generator block, or None when the generator kept up."""
-    if not generator.get("generator_limited"):
+    if not generator.generator_limited:
         return None
-    reasons = "; ".join(reason for p in generator["processes"] for reason in p["limits"])
-    if any(p["cpu_bound"] for p in generator["processes"]):
+    reasons = "; ".join(reason for p in generator.processes for reason in p.limits)
+    if any(p.cpu_bound for p in generator.processes):
         fix = "spread the users over more processes with WORKERS=N"
     else:
         fix = ("its CPU use was low, so other work on this machine kept it waiting: free the machine "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from llmload.results.records import RequestRecord
-from llmload.results.server_metrics import MetricsSample
+from llmload.results.server_metrics import MetricsSample, counter_increase
 
 __all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "ServerVsClient", "reconcile"]
 
@@ -52,14 +52,15 @@ class ServerVsClient:
     reasons: tuple[str, ...]
 
 
-def _delta(before: MetricsSample, after: MetricsSample, name: str) -> float | None:
-    """The counter's increase; None when either scrape lacks it or it went down (a server restart)."""
-    a, b = getattr(before, name), getattr(after, name)
-    return b - a if a is not None and b is not None and b >= a else None
+def _window_increase(before: MetricsSample, after: MetricsSample, name: str) -> float | None:
+    """The counter's increase over the window; None when a scrape lacks it or the server restarted inside
+    the window: what it counted before the restart is gone, so there is nothing to set beside the client's."""
+    increase = counter_increase((before, after), name)
+    return None if increase is None or increase.restarted else increase.total
 
 
 def _mean_ms(before: MetricsSample, after: MetricsSample, histogram: str) -> float | None:
-    total_s, count = _delta(before, after, f"{histogram}_sum_s"), _delta(before, after, f"{histogram}_count")
+    total_s, count = _window_increase(before, after, f"{histogram}_sum_s"), _window_increase(before, after, f"{histogram}_count")
     return 1000.0 * total_s / count if total_s is not None and count else None
 
 
@@ -69,13 +70,13 @@ def _client_mean_ms(values_s: Sequence[float]) -> float | None:
 
 def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[RequestRecord]) -> ServerVsClient | None:
     """The server's account against the client's, or None when the server keeps no request histograms."""
-    server_requests = _delta(before, after, "e2e_count")
+    server_requests = _window_increase(before, after, "e2e_count")
     if server_requests is None:
         return None
     ok = [r for r in records if r.ok]
     client = {"prompt": sum(r.prompt_tokens or 0 for r in ok), "generation": sum(r.completion_tokens or 0 for r in ok)}
-    server = {"prompt": _delta(before, after, "prompt_tokens_total"),
-              "generation": _delta(before, after, "generation_tokens_total")}
+    server = {"prompt": _window_increase(before, after, "prompt_tokens_total"),
+              "generation": _window_increase(before, after, "generation_tokens_total")}
     server_ttft_ms, server_itl_ms = _mean_ms(before, after, "ttft"), _mean_ms(before, after, "itl")
     client_ttft_ms = _client_mean_ms([r.ttft_s for r in ok if r.ttft_s is not None])
     allowance_ms = (None if server_itl_ms is None or server_ttft_ms is None

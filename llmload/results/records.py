@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import orjson
 
 from llmload.results.jsonl import iter_json_lines
 
-__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records"]
+__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records", "run_span_s"]
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -88,3 +88,10 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
     """Yield the records of a samples.jsonl file, skipping a torn last line from a killed run."""
     for row in iter_json_lines(path):
         yield RequestRecord.from_json(row)
+
+
+def run_span_s(records: Sequence[RequestRecord]) -> tuple[float, float]:
+    """First start and last end of ``records`` (monotonic seconds); (0, 0) when there are none."""
+    if not records:
+        return 0.0, 0.0
+    return min(r.start_monotonic_s for r in records), max(r.start_monotonic_s + r.e2e_s for r in records)

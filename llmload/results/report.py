@@ -1,16 +1,18 @@
 """The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures.
 
-A figure with a 95% interval in summary.json has it printed after it as ``[lo, hi]``; older
-summaries without intervals print as they did. An SLO's verdict reads PASS or FAIL, with a ``?``
+A figure with a 95% interval in summary.json has it printed after it as ``[lo, hi]``; a figure
+without one (too few samples, or an older summary) prints alone. An SLO's verdict reads PASS or FAIL, with a ``?``
 when its interval straddles the limit.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from llmload.results.generator import limit_warning
+from llmload.results.generator import GeneratorCheck, LagMs, limit_warning
 from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
+from llmload.results.reconcile import ServerVsClient
+from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
 __all__ = ["format_result"]
 
@@ -33,31 +35,32 @@ def _row(label: str, value: Any, digits: int = 2) -> str:
     return f"{label:<40}{_number(value, digits):<10}"
 
 
-def _with_ci(label: str, block: dict[str, Any], key: str) -> str:
-    """A row for ``block[key]`` followed by its interval ``block[key + '_ci95']`` when it has one."""
-    row = _row(label, block[key])
-    ci = block.get(f"{key}_ci95")
-    return f"{row} [{_number(ci[0])}, {_number(ci[1])}]" if ci else row
+def _interval(ci: Sequence[float] | None) -> str:
+    return f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
 
 
-def _latency(summary: dict[str, Any], key: str, name: str, title: str) -> list[str]:
-    d = summary[key]
+def _with_ci(label: str, record: Any, name: str) -> str:
+    """A row for ``record.<name>`` followed by its interval ``record.<name>_ci95`` when it has one."""
+    return _row(label, getattr(record, name)) + _interval(getattr(record, f"{name}_ci95"))
+
+
+def _latency(d: Distribution, name: str, title: str) -> list[str]:
     return [
         _rule(title),
-        _row(f"Mean {name} (ms):", d["mean"]),
+        _row(f"Mean {name} (ms):", d.mean),
         _with_ci(f"Median {name} (ms):", d, "median"),
         _with_ci(f"P90 {name} (ms):", d, "p90"),
         _with_ci(f"P99 {name} (ms):", d, "p99"),
     ]
 
 
-def _status(summary: dict[str, Any]) -> list[str]:
+def _status(summary: Summary) -> list[str]:
     """Lines saying the run did not reach its end: stopped by a signal, or rebuilt after it died."""
     lines = []
-    if summary.get("interrupted_by"):
-        lines.append(_row("Stopped early by:", f"{summary['interrupted_by']} (streams in flight were finished or cut)"))
-    if summary.get("partial"):
-        lines.append(_row("PARTIAL, rebuilt from samples.jsonl:", "missing " + "; ".join(summary.get("missing") or [])))
+    if summary.interrupted_by:
+        lines.append(_row("Stopped early by:", f"{summary.interrupted_by} (streams in flight were finished or cut)"))
+    if summary.partial:
+        lines.append(_row("PARTIAL, rebuilt from samples.jsonl:", "missing " + "; ".join(summary.missing)))
     return lines
 
 
@@ -70,41 +73,39 @@ def _load(config: dict[str, Any]) -> str:
     return f"rate={config['rate']:g}/s {config.get('arrivals')}{shape}{cap}"
 
 
-def _arrival_rows(arrivals: dict[str, Any]) -> list[str]:
+def _arrival_rows(arrivals: ArrivalStats) -> list[str]:
     """RATE runs: the schedule kept, the dispatch lag, late requests and slot waits."""
-    lag, wait = arrivals["dispatch_lag_ms"], arrivals["slot_wait_ms"]
+    a = arrivals
     return [
         _rule("Open-loop arrivals"),
-        _row("Scheduled rate (req/s):", arrivals["scheduled_rate_rps"]),
-        _row("Send rate (req/s):", arrivals["send_rate_rps"]),
-        _row("Send gaps' coefficient of variation:", arrivals["send_interval_cv"]),
-        _row("Median dispatch lag (ms):", lag["median"]),
-        _row("P99 dispatch lag (ms):", lag["p99"]),
-        _row(f"Sent over {arrivals['late_after_ms']:g} ms late:", f"{arrivals['late_requests']} of {arrivals['requests_scheduled']}"),
-        _row("P99 wait for a free slot (ms):", wait["p99"]),
+        _row("Scheduled rate (req/s):", a.scheduled_rate_rps),
+        _row("Send rate (req/s):", a.send_rate_rps),
+        _row("Send gaps' coefficient of variation:", a.send_interval_cv),
+        _row("Median dispatch lag (ms):", a.dispatch_lag_ms.median),
+        _row("P99 dispatch lag (ms):", a.dispatch_lag_ms.p99),
+        _row(f"Sent over {a.late_after_ms:g} ms late:", f"{a.late_requests} of {a.requests_scheduled}"),
+        _row("P99 wait for a free slot (ms):", a.slot_wait_ms.p99),
     ]
 
 
-def _slo_rows(part: dict[str, Any]) -> list[str]:
+def _slo_rows(part: Measures) -> list[str]:
     """Goodput and each SLO's verdict, value and interval (nothing for a run without SLO)."""
-    if not part.get("slo"):
+    if not part.slo:
         return []
     rows = [_with_ci("Goodput (req/s):", part, "goodput_rps")]
-    for result in part["slo"]:
-        verdict = ("PASS" if result["passed"] else "FAIL") + ("" if result["certain"] else "?")
-        ci = result["value_ms_ci95"]
-        interval = f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
-        rows.append(f"{'SLO ' + result['slo'] + ':':<40}{verdict:<6}{_number(result['value_ms'])} ms{interval}")
+    for result in part.slo:
+        verdict = ("PASS" if result.passed else "FAIL") + ("" if result.certain else "?")
+        rows.append(f"{'SLO ' + result.slo + ':':<40}{verdict:<6}{_number(result.value_ms)} ms{_interval(result.value_ms_ci95)}")
     return rows
 
 
-def _effort_part(effort: str, part: dict[str, Any], requests_ok: int) -> list[str]:
+def _effort_part(effort: str, part: Measures, requests_ok: int) -> list[str]:
     """One effort's rows in a mixed run: its share, rate, and median and p90 latencies."""
-    share = f" ({part['requests_ok'] / requests_ok:.1%})" if requests_ok else ""
-    rows = [_rule(f"Effort {effort}{share}"), _row("Successful requests:", part["requests_ok"]),
-            _row("Failed requests:", part["requests_failed"]), _with_ci("Request throughput (req/s):", part, "rps")]
-    for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("response_time_ms", "E2EL"), ("ttfvt_ms", "TTFVT")):
-        rows += [_with_ci(f"Median {name} (ms):", part[key], "median"), _with_ci(f"P90 {name} (ms):", part[key], "p90")]
+    share = f" ({part.requests_ok / requests_ok:.1%})" if requests_ok else ""
+    rows = [_rule(f"Effort {effort}{share}"), _row("Successful requests:", part.requests_ok),
+            _row("Failed requests:", part.requests_failed), _with_ci("Request throughput (req/s):", part, "rps")]
+    for d, name in ((part.ttft_ms, "TTFT"), (part.tpot_ms, "TPOT"), (part.response_time_ms, "E2EL"), (part.ttfvt_ms, "TTFVT")):
+        rows += [_with_ci(f"Median {name} (ms):", d, "median"), _with_ci(f"P90 {name} (ms):", d, "p90")]
     return rows + _slo_rows(part)
 
 
@@ -117,77 +118,76 @@ def _max_tokens(config: dict[str, Any]) -> str:
 
 
 def _pair(server: Any, client: Any) -> str:
-    return " / ".join("n/a" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v) for v in (server, client))
+    return f"{_number(server)} / {_number(client)}"
 
 
-def _server_account(account: dict[str, Any] | None) -> list[str]:
+def _server_account(account: ServerVsClient | None) -> list[str]:
     """The server's own /metrics over the run's window beside the client's figures, and the verdict."""
     if account is None:
         return []
     a = account
-    verdict = "SUSPECT: " + "; ".join(a["reasons"]) if a["suspect"] else "no (counts equal, TTFT within reach)"
+    verdict = "SUSPECT: " + "; ".join(a.reasons) if a.suspect else "no (counts equal, TTFT within reach)"
     return [
         _rule("Server's own account (/metrics): server / client"),
-        _row("Requests finished:", _pair(a["server_requests"], a["client_requests"])),
-        _row("Prompt tokens:", _pair(a["server_prompt_tokens"], a["client_prompt_tokens"])),
-        _row("Generation tokens:", _pair(a["server_generation_tokens"], a["client_generation_tokens"])),
-        _row("Mean TTFT (ms):", _pair(a["server_mean_ttft_ms"], a["client_mean_ttft_ms"])),
-        _row("Mean ITL (ms):", _pair(a["server_mean_itl_ms"], a["client_mean_itl_ms"])),
-        _row("Mean E2EL (ms):", _pair(a["server_mean_e2e_ms"], a["client_mean_e2e_ms"])),
-        _row("Mean queue time, server only (ms):", a["server_mean_queue_ms"]),
+        _row("Requests finished:", _pair(a.server_requests, a.client_requests)),
+        _row("Prompt tokens:", _pair(a.server_prompt_tokens, a.client_prompt_tokens)),
+        _row("Generation tokens:", _pair(a.server_generation_tokens, a.client_generation_tokens)),
+        _row("Mean TTFT (ms):", _pair(a.server_mean_ttft_ms, a.client_mean_ttft_ms)),
+        _row("Mean ITL (ms):", _pair(a.server_mean_itl_ms, a.client_mean_itl_ms)),
+        _row("Mean E2EL (ms):", _pair(a.server_mean_e2e_ms, a.client_mean_e2e_ms)),
+        _row("Mean queue time, server only (ms):", a.server_mean_queue_ms),
         f"Suspect: {verdict}",
     ]
 
 
-def format_result(summary: dict[str, Any]) -> str:
-    """The block for a summary.json's contents."""
-    config = summary.get("config", {})
-    answered = summary["answered_ratio"]
-    reasoning_share = summary["reasoning_ratio"]
+def format_result(summary: Summary) -> str:
+    """The block for a run's summary."""
+    config = summary.config
+    answered = summary.answered_ratio
+    reasoning_share = summary.reasoning_ratio
     served_by = served_by_of(config)
     rehearsal = is_rehearsal(served_by)
     lines = [
         _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
         *_status(summary),
-        *([f"{'':<50}[95% interval]"] if "rps_ci95" in summary else []),
+        f"{'':<50}[95% interval]",
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
         "Served by: " + served_by_text(served_by),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} {_load(config)} "
              f"max_tokens={_max_tokens(config)} client={config.get('client')}"),
-        _row("Successful requests:", summary["requests_ok"]),
-        _row("Failed requests:", summary["requests_failed"]),
-        _row("Interrupted at the end:", summary["requests_interrupted"]),
-        _row("Benchmark duration (s):", summary["duration_s"]),
-        _row("Total input tokens:", summary["prompt_tokens"]["total"]),
-        _row("Total generated tokens:", summary["output_tokens"]["total"]),
+        _row("Successful requests:", summary.requests_ok),
+        _row("Failed requests:", summary.requests_failed),
+        _row("Interrupted at the end:", summary.requests_interrupted),
+        _row("Benchmark duration (s):", summary.duration_s),
+        _row("Total input tokens:", summary.prompt_tokens.total),
+        _row("Total generated tokens:", summary.output_tokens.total),
         _with_ci("Request throughput (req/s):", summary, "rps"),
         _with_ci("Output token throughput (tok/s):", summary, "output_throughput_tok_s"),
         _with_ci("Total token throughput (tok/s):", summary, "total_throughput_tok_s"),
-        *_latency(summary, "ttft_ms", "TTFT", "Time to First Token"),
-        *_latency(summary, "tpot_ms", "TPOT", "Time per Output Token (excl. 1st token)"),
-        *_latency(summary, "itl_ms", "ITL", "Inter-token Latency"),
-        *_latency(summary, "response_time_ms", "E2EL", "End-to-end Latency"),
-        *_latency(summary, "ttfvt_ms", "TTFVT", "Time to First Visible Token"),
+        *_latency(summary.ttft_ms, "TTFT", "Time to First Token"),
+        *_latency(summary.tpot_ms, "TPOT", "Time per Output Token (excl. 1st token)"),
+        *_latency(summary.itl_ms, "ITL", "Inter-token Latency"),
+        *_latency(summary.response_time_ms, "E2EL", "End-to-end Latency"),
+        *_latency(summary.ttfvt_ms, "TTFVT", "Time to First Visible Token"),
         _rule("Reasoning"),
-        _row("Mean reasoning tokens:", summary["reasoning_tokens"]["mean"], 1),
+        _row("Mean reasoning tokens:", summary.reasoning_tokens.mean, 1),
         _row("Reasoning share of output:", None if reasoning_share is None else f"{reasoning_share:.1%}"),
         _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
-        _row("Answers lost to max_tokens:", summary["lost_to_max_tokens"]),
+        _row("Answers lost to max_tokens:", summary.lost_to_max_tokens),
     ]
-    if summary.get("arrivals"):
-        lines += _arrival_rows(summary["arrivals"])
-    if summary.get("slo"):
-        met = summary["slo_met"]
+    if summary.arrivals:
+        lines += _arrival_rows(summary.arrivals)
+    if summary.slo:
         lines += [_rule("Service-level objectives"), *_slo_rows(summary),
-                  _row("SLOs met" + (" by every effort:" if summary.get("by_effort") else ":"), "yes" if met else "no")]
-        if summary.get("stopped_early"):
-            lines.append(f"Ended before DURATION: {summary['stopped_early']}")
-    for effort, part in summary.get("by_effort", {}).items():
-        lines += _effort_part(effort, part, summary["requests_ok"])
-    lines += _server_account(summary.get("server_vs_client"))
-    if summary["errors"]:
-        lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary["errors"].items()))))
-    generator = summary.get("generator")
+                  _row("SLOs met" + (" by every effort:" if summary.by_effort else ":"), "yes" if summary.slo_met else "no")]
+        if summary.stopped_early:
+            lines.append(f"Ended before DURATION: {summary.stopped_early}")
+    for effort, part in summary.by_effort.items():
+        lines += _effort_part(effort, part, summary.requests_ok)
+    lines += _server_account(summary.server_vs_client)
+    if summary.errors:
+        lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))
+    generator = summary.generator
     if generator:
         lines += _generator(generator)
     lines.append(_rule(fill="="))
@@ -197,23 +197,23 @@ def format_result(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _lag(lag: dict[str, Any]) -> str:
-    if lag["count"] == 0:
+def _lag(lag: LagMs) -> str:
+    if lag.count == 0:
         return "n/a"
-    return f"{lag['p50']:.2f} / {lag['p99']:.2f} / {lag['max']:.2f}"
+    return f"{lag.p50:.2f} / {lag.p99:.2f} / {lag.max:.2f}"
 
 
-def _generator(generator: dict[str, Any]) -> list[str]:
+def _generator(generator: GeneratorCheck) -> list[str]:
     """The generator's own figures, one group per process."""
     lines = []
-    several = len(generator["processes"]) > 1
-    for p in generator["processes"]:
+    several = len(generator.processes) > 1
+    for p in generator.processes:
         lines += [
-            _rule(f"Load generator: {p['name']}" if several else "Load generator"),
-            _row("CPU (cores):", p["cpu_cores"]),
-            _row("Events per read (mean/max):", f"{p['events_per_read'] or 0:.2f} / {p['max_events_per_read']}"),
-            _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p["arrival_to_read_lag_ms"])),
-            _row("Event-loop lag p50/p99/max (ms):", _lag(p["event_loop_lag_ms"])),
+            _rule(f"Load generator: {p.name}" if several else "Load generator"),
+            _row("CPU (cores):", p.cpu_cores),
+            _row("Events per read (mean/max):", f"{p.events_per_read or 0:.2f} / {p.max_events_per_read}"),
+            _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p.arrival_to_read_lag_ms)),
+            _row("Event-loop lag p50/p99/max (ms):", _lag(p.event_loop_lag_ms)),
         ]
-    lines.append(_row("Generator limited the run:", "yes" if generator["generator_limited"] else "no"))
+    lines.append(_row("Generator limited the run:", "yes" if generator.generator_limited else "no"))
     return lines

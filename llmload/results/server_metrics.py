@@ -13,8 +13,8 @@ import orjson
 
 from llmload.results.jsonl import iter_json_lines
 
-__all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSummary",
-           "parse_prometheus", "read_samples", "sample_from", "summarize_samples"]
+__all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSummary", "Increase",
+           "parse_prometheus", "read_samples", "sample_from", "counter_increase", "summarize_samples"]
 
 METRICS_SCHEMA_VERSION = 1
 
@@ -65,6 +65,10 @@ class MetricsSample:
     e2e_count: float | None = None
     queue_sum_s: float | None = None
     queue_count: float | None = None
+
+    def to_json_line(self) -> bytes:
+        """The sample as one line of a metrics JSONL file (``read_samples`` reads it back)."""
+        return orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(self)}) + b"\n"
 
 
 def _pick(values: dict[str, float], *names: str) -> float | None:
@@ -131,29 +135,45 @@ def _gauge(samples: Sequence[MetricsSample], name: str) -> tuple[float | None, f
     return (sum(xs) / len(xs), max(xs)) if xs else (None, None)
 
 
-def _delta(samples: Sequence[MetricsSample], name: str) -> tuple[float | None, float]:
-    """(increase over the window, seconds it spans); a drop counts as a restart from 0."""
+@dataclass(frozen=True)
+class Increase:
+    """How much a counter grew over a series of scrapes."""
+
+    total: float
+    """A drop between two scrapes means the server restarted: its counter started again from 0."""
+    span_s: float
+    """From the first scrape that has the counter to the last."""
+    restarted: bool
+    """The counter dropped somewhere: what the old server counted after the scrape before the drop is lost."""
+
+
+def counter_increase(samples: Sequence[MetricsSample], name: str) -> Increase | None:
+    """The increase of counter ``name`` over ``samples`` (in time order); None with fewer than two that have it."""
     pts = [(s.t_s, x) for s in samples if (x := getattr(s, name)) is not None]
     if len(pts) < 2:
-        return None, 0.0
-    total = sum(b - a if b >= a else b for (_, a), (_, b) in zip(pts, pts[1:]))
-    return total, pts[-1][0] - pts[0][0]
+        return None
+    steps = [b - a if b >= a else b for (_, a), (_, b) in zip(pts, pts[1:])]
+    return Increase(sum(steps), pts[-1][0] - pts[0][0], any(b < a for (_, a), (_, b) in zip(pts, pts[1:])))
+
+
+def _total(samples: Sequence[MetricsSample], name: str) -> float | None:
+    increase = counter_increase(samples, name)
+    return None if increase is None else increase.total
 
 
 def summarize_samples(samples: Sequence[MetricsSample]) -> MetricsSummary:
     """Summarise a series: gauge means/maxima, counter deltas, prefix hit rate, generation tok/s."""
     samples = sorted(samples, key=lambda s: s.t_s)
     run, wait, kv = (_gauge(samples, n) for n in ("running", "waiting", "kv_cache_usage"))
-    hits, _ = _delta(samples, "prefix_cache_hits_total")
-    queries, _ = _delta(samples, "prefix_cache_queries_total")
+    hits, queries = _total(samples, "prefix_cache_hits_total"), _total(samples, "prefix_cache_queries_total")
     hit_rate = hits / queries if hits is not None and queries else None
     if hit_rate is None and queries is None:
         hit_rate = _gauge(samples, "prefix_cache_hit_rate")[0]  # old vLLM: only the gauge
-    gen, gen_span_s = _delta(samples, "generation_tokens_total")
+    generated = counter_increase(samples, "generation_tokens_total")
     return MetricsSummary(
         samples=len(samples), running_mean=run[0], running_max=run[1], waiting_mean=wait[0],
         waiting_max=wait[1], kv_cache_usage_mean=kv[0], kv_cache_usage_max=kv[1],
-        preemptions=_delta(samples, "preemptions_total")[0], prefix_cache_hit_rate=hit_rate,
-        prompt_tokens=_delta(samples, "prompt_tokens_total")[0], generation_tokens=gen,
-        generation_tok_s=gen / gen_span_s if gen is not None and gen_span_s > 0 else None,
+        preemptions=_total(samples, "preemptions_total"), prefix_cache_hit_rate=hit_rate,
+        prompt_tokens=_total(samples, "prompt_tokens_total"), generation_tokens=None if generated is None else generated.total,
+        generation_tok_s=generated.total / generated.span_s if generated is not None and generated.span_s > 0 else None,
     )

@@ -19,6 +19,7 @@ import orjson
 
 from llmload.errors import ResultsError
 from llmload.files import write_atomic
+from llmload.results.decode import decode
 from llmload.options import bare_model_name
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
@@ -41,8 +42,6 @@ CAPACITY_SCHEMA_VERSION = 1
 LOCUST_FILES = ("locust_stats.csv", "locust_failures.csv", "locust.html")
 """Locust's own tables, written once the test has stopped."""
 RUN_END_MISSING = "the end of the run (streams in flight when it died left no record)"
-_REQUIRED_SUMMARY_KEYS = tuple(f.name for f in dataclasses.fields(Summary)
-                               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 class SampleWriter:
@@ -105,12 +104,12 @@ def write_summary(run_dir: Path, summary: Summary) -> Path:
     return write_atomic(run_dir / SUMMARY_FILE, orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def check_schema_version(data: dict[str, Any], path: Path) -> None:
-    """Raise ResultsError when a summary was written by a newer suite (or is no summary at all)."""
-    version = data.get("schema_version")
-    if version != SUMMARY_SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema_version {version!r} is not {SUMMARY_SCHEMA_VERSION}, the one this suite "
-                           "reads; read it with the suite that wrote it")
+def check_schema_version(data: Any, path: Path, expected: int = SUMMARY_SCHEMA_VERSION) -> None:
+    """Raise ResultsError (one line) when ``data`` carries another schema version than ``expected`` (or none)."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != expected:
+        raise ResultsError(f"{path}: schema_version {version!r} is not {expected}, the one this suite reads; "
+                           "read it with the suite that wrote it")
 
 
 def _run_folder(run_dir: Path) -> Path:
@@ -120,23 +119,27 @@ def _run_folder(run_dir: Path) -> Path:
     return run_dir
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
+def read_summary(run_dir: Path) -> Summary:
     """A run's summary.json, its schema version checked; ResultsError (one line) when the folder or the file is not one."""
     path = _run_folder(run_dir) / SUMMARY_FILE
     try:
-        summary = orjson.loads(path.read_bytes())
+        data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         raise ResultsError(f"{path} does not exist: the run wrote no summary") from None
     except orjson.JSONDecodeError as e:
-        raise ResultsError(f"{path} is not valid JSON ({e}); it is left as it is: move it aside, and "
-                           f"`python -m llmload report {run_dir}` rebuilds it from {SAMPLES_FILE}") from None
-    if isinstance(summary, dict) and "schema_version" in summary:  # without one it is no summary (below)
-        check_schema_version(summary, path)
-    absent = [key for key in _REQUIRED_SUMMARY_KEYS if not isinstance(summary, dict) or key not in summary]
-    if absent:
-        raise ResultsError(f"{path} is not a run summary (no {absent[0]}); it is left as it is: move it aside, and "
-                           f"`python -m llmload report {run_dir}` rebuilds it from {SAMPLES_FILE}")
-    return summary
+        raise _kept_aside(path, f"is not valid JSON ({e})") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise _kept_aside(path, "is not a run summary (no schema_version)")
+    check_schema_version(data, path)  # a newer suite's summary is read by that suite, not rebuilt
+    try:
+        return decode(Summary, data)
+    except ResultsError as e:
+        raise _kept_aside(path, f"is not a run summary ({e})") from None
+
+
+def _kept_aside(path: Path, what: str) -> ResultsError:
+    return ResultsError(f"{path} {what}; it is left as it is: move it aside, and `python -m llmload report "
+                        f"{path.parent}` rebuilds it from {SAMPLES_FILE}")
 
 
 def rebuild_summary(run_dir: Path) -> Summary:

@@ -9,6 +9,8 @@ Inputs are seconds; the Summary reports milliseconds, and its field names say so
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
@@ -21,12 +23,12 @@ from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.generator import GeneratorCheck
 from llmload.results.reconcile import ServerVsClient, reconcile
-from llmload.results.records import RequestRecord
+from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "tpot_s", "distribution",
-           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path"]
+           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -214,6 +216,7 @@ class Summary(Measures):
         return asdict(self)
 
 
+@functools.cache
 def check_metric_path(path: str) -> None:
     """Raise ResultsError unless ``path`` (``ttft_ms.median``) names a Summary field, or one inside it."""
     owner: Any = Summary
@@ -223,17 +226,38 @@ def check_metric_path(path: str) -> None:
             known = ", ".join(f.name for f in dataclasses.fields(owner)) if dataclasses.is_dataclass(owner) else "nothing"
             raise ResultsError(f"unknown metric {path!r}: {part!r} is not one of {known}")
         owner = hints[part]
+        if isinstance(owner, types.UnionType):  # ``ArrivalStats | None``: a block a run may lack still names its fields
+            (owner,) = [a for a in typing.get_args(owner) if a is not type(None)]
+
+
+def _owner(summary: Summary, path: str) -> tuple[Any, str]:
+    """The record that holds the last part of ``path`` (None when this run has none there), and that part."""
+    check_metric_path(path)
+    *parents, leaf = path.split(".")
+    owner: Any = summary
+    for part in parents:
+        owner = getattr(owner, part) if owner is not None else None
+    return owner, leaf
+
+
+def metric_value(summary: Summary, path: str) -> float | None:
+    """The number at ``path`` (``ttft_ms.median``); None when this run has none. ResultsError for a path naming no number."""
+    owner, leaf = _owner(summary, path)
+    value = getattr(owner, leaf) if owner is not None else None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ResultsError(f"metric {path!r} is not a number but {type(value).__name__}: name one inside it")
+    return None if value is None else float(value)
+
+
+def metric_ci95(summary: Summary, path: str) -> tuple[float, float] | None:
+    """The 95% interval the summary keeps beside the number at ``path`` (``median_ci95`` beside ``median``), if any."""
+    owner, leaf = _owner(summary, path)
+    ci = getattr(owner, f"{leaf}_ci95", None) if owner is not None else None
+    return None if ci is None else (float(ci[0]), float(ci[1]))
 
 
 def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
-
-
-def _span_s(records: Sequence[RequestRecord]) -> tuple[float, float]:
-    """First start and last end of ``records`` (monotonic seconds); (0, 0) when there are none."""
-    if not records:
-        return 0.0, 0.0
-    return min(r.start_monotonic_s for r in records), max(r.start_monotonic_s + r.e2e_s for r in records)
 
 
 def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos: Sequence[Slo] = ()) -> Measures:
@@ -303,7 +327,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     config = dict(config or {})
     every = list(records)
     measured = [r for r in every if not r.warmup]
-    span_s = _span_s(measured)
+    span_s = run_span_s(measured)
     slos = parse_slos(str(config.get("slo", "")))
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, str(config.get("effort", "")))

@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from llmload.files import write_atomic
-from llmload.results.records import RequestRecord
+from llmload.results.records import RequestRecord, run_span_s
 
 __all__ = ["VLLM_BENCH_FILE", "PERCENTILES", "vllm_bench_result", "write_vllm_bench"]
 
@@ -64,10 +64,8 @@ def vllm_bench_result(records: Iterable[RequestRecord], config: dict[str, Any]) 
     """The dict ``vllm bench serve --save-result`` would write for these records (warm-ups left out)."""
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
-    if measured:
-        duration_s = max(r.start_monotonic_s + r.e2e_s for r in measured) - min(r.start_monotonic_s for r in measured)
-    else:
-        duration_s = 0.0
+    start_s, end_s = run_span_s(measured)
+    duration_s = end_s - start_s
     output_lens = [(r.completion_tokens or 0) if r.ok else 0 for r in measured]
     total_input = sum(r.prompt_tokens or 0 for r in ok)
     total_output = sum(output_lens)

@@ -12,40 +12,26 @@ in OUT/cells/<key>/ like any other: rerunning the same command reuses finished s
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import orjson
 
-from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
+from llmload.results.summary import Summary
+from llmload.results.sweepfiles import Step
 from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
-from llmload.sweep.scenarios import Cell, cell_key
+from llmload.sweep.scenarios import cell_key, cell_options, make_cell
 
 __all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
 
 _SEARCHED = {"users": "USERS", "rate": "RATE"}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the search: a load and whether its run met every SLO."""
-
-    load: float
-    """USERS or RATE (requests/s)."""
-    passed: bool
-    certain: bool
-    """Every SLO's 95% interval lies on its verdict's side of the limit."""
-    key: str = ""
-    stopped_early: str | None = None
-    requests_ok: int = 0
-    slo: tuple[dict[str, Any], ...] = ()
 
 
 def _bracket(steps: list[Step]) -> tuple[float | None, float | None]:
@@ -86,12 +72,11 @@ def answer(steps: list[Step], whole: bool) -> tuple[float | None, list[float | N
     return low, [max(sure_passes, default=0.0), upper]
 
 
-def _step(load: float, key: str, summary: dict[str, Any]) -> Step:
-    results = tuple(summary.get("slo", ()))
-    parts = [summary, *summary.get("by_effort", {}).values()]
-    certain = all(r["certain"] for part in parts for r in part.get("slo", ()))
-    return Step(load, summary.get("slo_met") is True and summary["requests_ok"] > 0, certain, key,
-                summary.get("stopped_early"), summary["requests_ok"], results)
+def _step(load: float, key: str, summary: Summary) -> Step:
+    parts = [summary, *summary.by_effort.values()]
+    certain = all(r.certain for part in parts for r in part.slo)
+    return Step(load, summary.slo_met is True and summary.requests_ok > 0, certain, key,
+                summary.stopped_early, summary.requests_ok, tuple(summary.slo))
 
 
 def _format_load(load: float, whole: bool) -> str:
@@ -106,9 +91,8 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     base = {**words, "EARLY_STOP": "on"}
     (out / "cells").mkdir(parents=True, exist_ok=True)
     steps: list[Step] = []
-    step_options = opts.parse_run_args([f"{k}={v}" for k, v in base.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
     with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
-            target(step_options) as url:
+            target(cell_options(base, host, speedup)) as url:
         probe_server(url, api_key)  # a target that does not answer stops the search before any step
         while True:
             load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
@@ -123,8 +107,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
             cell_dir = out / "cells" / key
             if not (cell_dir / CELL_FILE).exists():
                 set_aside(cell_dir)
-                cell = Cell(len(steps), settings, key, f"{searched}={settings[searched]}", {},
-                            opts.parse_duration_s(settings.get("DURATION", "120s")))
+                cell = make_cell(len(steps), settings, f"{searched}={settings[searched]}", {})
                 started_s = time.monotonic()
                 ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
                 if signals.first:
@@ -167,7 +150,7 @@ def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:
 
 def _describe(step: Step, searched: str, whole: bool) -> str:
     verdict = ("PASS" if step.passed else "FAIL") + ("" if step.certain else "?")
-    values = "; ".join(f"{r['slo']} {r['value_ms'] if r['value_ms'] is None else round(r['value_ms'], 1)} ms" for r in step.slo)
+    values = "; ".join(f"{r.slo} {r.value_ms if r.value_ms is None else round(r.value_ms, 1)} ms" for r in step.slo)
     early = f", stopped early: {step.stopped_early}" if step.stopped_early else ""
     return f"  {searched}={_format_load(step.load, whole)}: {verdict} ({step.requests_ok} ok; {values}){early}"
 
@@ -186,4 +169,4 @@ def check_capacity_settings(words: dict[str, str], capacity: Any) -> None:
         raise ConfigError(f"CAPACITY_START={capacity.capacity_start:g} must be a whole number of users")
     if "REQUESTS" in words:
         raise ConfigError("REQUESTS does not apply to capacity steps: each runs DURATION, or less when it surely fails")
-    opts.parse_run_args([f"{k}={v}" for k, v in words.items()] + [f"{searched}={capacity.capacity_start:g}", "EARLY_STOP=on"])
+    cell_options({**words, searched: f"{capacity.capacity_start:g}", "EARLY_STOP": "on"})

@@ -34,15 +34,15 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.sweep.repeats import format_spread, spread_rows
-from llmload.sweep.scenarios import Cell, Scenario
+from llmload.sweep.scenarios import Cell, Scenario, cell_options
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
+from llmload.results.sweepfiles import CELL_SCHEMA_VERSION, read_cell_marker
 from llmload.loadtest.target import target
 
 __all__ = ["run_sweep", "run_cell", "run_dir", "set_aside", "cell_row", "write_cells_csv"]
 
-CELL_SCHEMA_VERSION = 1
 _SUMMARY_SKIP = ("config", "errors", "finish_reasons", "token_sources", "schema_version")
 
 
@@ -52,23 +52,23 @@ def _flatten(prefix: str, value: Any, row: dict[str, Any]) -> None:
             _flatten(f"{prefix}_{key}" if prefix else key, inner, row)
     elif prefix.endswith("_ci95"):  # [lo, hi] or None: two columns in every row either way
         row[f"{prefix}_lo"], row[f"{prefix}_hi"] = value or (None, None)
-    elif isinstance(value, list) and value and all(isinstance(item, dict) and "slo" in item for item in value):
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(item, dict) and "slo" in item for item in value):
         for item in value:  # SLO verdicts: columns named by the SLO, e.g. slo_ttft_p90<=2s_passed
             _flatten(f"{prefix}_{item['slo']}", {k: v for k, v in item.items() if k != "slo"}, row)
     else:
-        row[prefix] = value
+        row[prefix] = list(value) if isinstance(value, tuple) else value  # as the file has it: a JSON list
 
 
 def cell_row(cell_dir: Path) -> dict[str, Any]:
     """One cells.csv row from a finished cell's files: settings, summary, server metrics."""
-    cell = orjson.loads((cell_dir / CELL_FILE).read_bytes())
+    cell = read_cell_marker(cell_dir)
     summary = read_summary(cell_dir)
-    row: dict[str, Any] = {"cell": cell["index"], "key": cell["key"], "label": cell["label"], "repeat": cell.get("repeat", 1)}
-    row.update(cell["settings"])
-    _flatten("served_by", summary["config"].get("served_by") or {}, row)  # what answered, by its own report
-    _flatten("declared", cell.get("declared_server") or {}, row)  # what the scenario says the study ran on
-    _flatten("", {k: v for k, v in summary.items() if k not in _SUMMARY_SKIP}, row)
-    _flatten("server", cell["server_metrics"], row)
+    row: dict[str, Any] = {"cell": cell.index, "key": cell.key, "label": cell.label, "repeat": cell.repeat}
+    row.update(cell.settings)
+    _flatten("served_by", summary.config.get("served_by") or {}, row)  # what answered, by its own report
+    _flatten("declared", cell.declared_server, row)  # what the scenario says the study ran on
+    _flatten("", {k: v for k, v in summary.to_dict().items() if k not in _SUMMARY_SKIP}, row)
+    _flatten("server", asdict(cell.server_metrics) if cell.server_metrics else None, row)
     return row
 
 
@@ -208,8 +208,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         progress(f"[{number}/{len(todo)}] cell {cell.index}{which} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
-        cell_options = opts.parse_run_args([f"{k}={v}" for k, v in cell.settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
-        with target(cell_options) as url:
+        with target(cell_options(cell.settings, host, speedup)) as url:
             probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
             _write_scenario(out, scenario)
             cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
@@ -226,8 +225,8 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         if ok:
             write_cells_csv(out)
             summary = read_summary(cell_dir)
-            progress(f"    done in {_format_s(done_wall_s[-1])}: {summary['requests_ok']} ok, {summary['rps']:.2f} req/s, "
-                     f"median {summary['response_time_ms']['median'] or 0:.0f} ms")
+            progress(f"    done in {_format_s(done_wall_s[-1])}: {summary.requests_ok} ok, {summary.rps:.2f} req/s, "
+                     f"median {summary.response_time_ms.median or 0:.0f} ms")
         else:
             failed.append(cell)
             progress(f"    FAILED (see {cell_dir / 'load.log'}); it will run again on the next sweep")

@@ -9,15 +9,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-import orjson
-
 from llmload.errors import ControlCallFailed
 from llmload.loadtest.server_window import scrape
-from llmload.results.server_metrics import METRICS_SCHEMA_VERSION
 
 __all__ = ["MetricsSampler"]
 
@@ -69,7 +65,7 @@ class MetricsSampler:
     def _scrape(self, t_s: float) -> None:
         try:
             sample = scrape(self.url.removesuffix("/metrics"), self._api_key, t_s, self.timeout_s)
-            self._file.write(orjson.dumps({"schema_version": METRICS_SCHEMA_VERSION, **asdict(sample)}) + b"\n")
+            self._file.write(sample.to_json_line())
             self._file.flush()
             self.written += 1
         except ControlCallFailed as e:

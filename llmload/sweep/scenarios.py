@@ -35,7 +35,7 @@ import yaml
 from llmload.errors import ConfigError, ScenarioError
 from llmload.options import OPTIONS, RUNNER_KEYS, option_by_key, parse_duration_s, parse_run_args
 
-__all__ = ["Cell", "Scenario", "cell_key", "load_scenario"]
+__all__ = ["Cell", "Scenario", "cell_key", "cell_options", "make_cell", "load_scenario"]
 
 TOP_LEVEL = ("name", "description", "server", "defaults", "grid", "cells")
 _BY_KEY = {o.key: o for o in OPTIONS}
@@ -104,9 +104,16 @@ def cell_key(settings: dict[str, str]) -> str:
     return hashlib.sha256(_json(settings).encode()).hexdigest()[:12]
 
 
-def _parse(settings: dict[str, str]) -> argparse.Namespace:
-    """Settings parsed as the load parses them; raises ConfigError."""
-    return parse_run_args([f"{k}={v}" for k, v in settings.items()])
+def cell_options(settings: dict[str, str], host: str = "", speedup: float = 1.0) -> argparse.Namespace:
+    """A cell's settings parsed as `load` parses them, defaults from the option table; raises ConfigError."""
+    return parse_run_args([f"{k}={v}" for k, v in settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
+
+
+def make_cell(index: int, settings: dict[str, str], label: str, server: dict[str, str], repeats: int = 1) -> Cell:
+    """The Cell that runs ``settings``: its key from them, its DURATION as `load` reads it (None under REQUESTS)."""
+    ns = cell_options(settings)
+    return Cell(index, settings, cell_key(settings), label, server, None if ns.requests else parse_duration_s(ns.run_time),
+                repeats)
 
 
 def _setting(key: Any, value: Any, where: str) -> str:
@@ -133,7 +140,7 @@ def _setting(key: Any, value: Any, where: str) -> str:
             raise _Bad(f"{where}: REPEATS={text.strip()} must be at least 1 (how many times each cell runs)")
         return text.strip()
     try:
-        _parse({key: text})
+        cell_options({key: text})
     except ConfigError as e:
         raise _Bad(f"{where}: {e}") from None
     return text
@@ -237,7 +244,7 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
         if gpu and settings.setdefault("GPU", gpu) != gpu:
             raise _Bad(f"{where}: GPU {settings['GPU']!r} but server.gpu is {gpu!r}")
         try:
-            ns = _parse(settings)
+            ns = cell_options(settings)
         except ConfigError as e:
             raise _Bad(f"{where}: {e}") from None
         if ns.requests and "DURATION" in settings:
@@ -250,9 +257,8 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
         checked[key] = (where, settings, ns)
         repeats[key] = runs
     labels = _labels([settings for _, settings, _ in checked.values()])
-    return tuple(Cell(i, settings, key, label, _fill(server, settings, where), None if ns.requests else parse_duration_s(ns.run_time),
-                      repeats[key])
-                 for i, ((key, (where, settings, ns)), label) in enumerate(zip(checked.items(), labels)))
+    return tuple(make_cell(i, settings, label, _fill(server, settings, where), repeats[key])
+                 for i, ((key, (where, settings, _)), label) in enumerate(zip(checked.items(), labels)))
 
 
 def load_scenario(path: Path) -> Scenario:

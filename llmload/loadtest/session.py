@@ -195,9 +195,16 @@ class RunSession:
         if self.live is not None:
             self.live.add(record)
 
-    def flush(self) -> None:
-        """Write the records held in memory (a worker's go to the master with its next batch)."""
-        if self.forwarder is None:
+    def on_quitting(self) -> None:
+        """Locust is exiting: a finish in progress writes its files first; before any, the records held in memory
+        are written (a worker's go to the master with its next batch).
+
+        Waiting matters: a second quit() while the first stop's files are written returns at once (Locust's stop()
+        does nothing once the state is STOPPED) and Locust would exit mid-write (a capacity step lost its summary).
+        """
+        if self.finished:
+            self.files_written.wait()
+        elif self.forwarder is None:
             self.writer.flush()
 
     def finish(self, environment: Any) -> None:

@@ -138,7 +138,7 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 def _on_quitting(environment: Any, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
-        session.flush()
+        session.on_quitting()
 
 
 @events.init.add_listener

@@ -4,6 +4,6 @@
     python -m plots compare A B             Markdown: B (tuned) against A (baseline), cell by cell
 """
 
-from plots.results import Cell, MissingCell, Results, ResultsError, load_results
+from plots.results import MeasuredCell, MissingCell, Results, ResultsError, load_results
 
-__all__ = ["Cell", "MissingCell", "Results", "ResultsError", "load_results"]
+__all__ = ["MeasuredCell", "MissingCell", "Results", "ResultsError", "load_results"]

@@ -27,7 +27,7 @@ from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E4
 from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, effort_parts, fmt, grouped,  # noqa: E402
                           slo_value, sort_key, varying, x_axis)
 from plots.capacity import WHOLE_RUN, CapacityPlot  # noqa: E402
-from plots.results import Cell  # noqa: E402
+from plots.results import MeasuredCell  # noqa: E402
 
 __all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all", "capacity_figure"]
 
@@ -95,7 +95,7 @@ def _grid(n: int, width: float = 3.8, height: float = 3.0, max_cols: int = 3):
     return fig, flat[:n]
 
 
-def _stamp(cells: Sequence[Cell]) -> str:
+def _stamp(cells: Sequence[MeasuredCell]) -> str:
     """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
     return _rehearsal_stamp({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
 
@@ -212,7 +212,7 @@ def _figure_legend(fig, axes, series: Sequence[Series], markers: dict[str, str],
 def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
     """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort
     (a mixed run: its whole, and each effort's part in that effort's colour)."""
-    def figure(cells: Sequence[Cell], out: Path) -> FigureData:
+    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
         x = x_axis(cells)
         data = FigureData(name, f"{title} vs {AXIS_LABELS[x]}", AXIS_LABELS[x], ylabel,
                           grouped(effort_parts(cells), ("gpu", "model", "prompts"), ("effort",), x, metric), stamp=_stamp(cells),
@@ -240,7 +240,7 @@ answered_share = _vs_setting("answered_share", "Requests with a visible answer",
 
 # ---- figure 3: output tokens per model and effort -------------------------------------------------
 
-def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
+def fig3_output_tokens(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """Per model (and prompt set): per effort, min/max/mean/median of output tokens, with the
     distribution of every request's count (pooled over the cells of that model and effort)."""
     data = FigureData("fig3_output_tokens", "Fig. 3: output tokens per model and effort", "reasoning effort", "output tokens per request",
@@ -304,7 +304,7 @@ def fig3_output_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
 
 # ---- figure 4: response time vs max_tokens ----------------------------------------------------------
 
-def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
+def fig4_max_tokens(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """The study's figure 4, at full size: median response time against max_tokens."""
     capped = [c for c in effort_parts(cells) if c.max_tokens > 0]
     data = FigureData("fig4_max_tokens", "Fig. 4: median response time vs max_tokens", "max_tokens", "median response time (ms)",
@@ -321,7 +321,7 @@ def fig4_max_tokens(cells: Sequence[Cell], out: Path) -> FigureData:
 # ---- figures 5-8: one GPU vs another ----------------------------------------------------------------
 
 def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
-    def figure(cells: Sequence[Cell], out: Path) -> FigureData:
+    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
         by: dict[tuple[str, str], set[str]] = defaultdict(set)
         for c in cells:
             by[(c.model, c.prompts)].add(c.gpu)
@@ -351,11 +351,11 @@ fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: outp
 
 # ---- beyond the study -------------------------------------------------------------------------------
 
-def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
+def throughput_vs_latency(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """One curve per configuration (GPU, model, prompts, effort): users grow along it."""
     data = FigureData("throughput_vs_latency", "Output throughput vs median latency (users grow along each curve)",
                       "median response time (ms)", "output throughput (tok/s)", stamp=_stamp(cells), x_setting="users")
-    groups: dict[str, list[Cell]] = defaultdict(list)
+    groups: dict[str, list[MeasuredCell]] = defaultdict(list)
     attrs = ["gpu", "model", "prompts", "effort", "max_tokens"]
     shown = [a for a in attrs if a in varying(cells, attrs)] or ["effort"]
     others = [a for a in shown if a not in ("effort", "gpu")]
@@ -397,7 +397,7 @@ def throughput_vs_latency(cells: Sequence[Cell], out: Path) -> FigureData:
     return data
 
 
-def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
+def server_timeline(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """Small multiples, one per cell: requests running and waiting (KV-cache usage: kv_cache_timeline)."""
     data = FigureData("server_timeline", "Server: requests running and waiting over each cell",
                       "time in cell (s)", "requests", stamp=_stamp(cells))
@@ -419,7 +419,7 @@ def server_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
     return _small_multiples(data, out, ("running", "waiting"))
 
 
-def kv_cache_timeline(cells: Sequence[Cell], out: Path) -> FigureData:
+def kv_cache_timeline(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """Small multiples, one per cell: the server's KV-cache usage (%) over the cell."""
     data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)",
                       stamp=_stamp(cells))
@@ -556,7 +556,7 @@ BEYOND_FIGURES = (ttft_vs_users, ttfvt_vs_users, tpot_vs_users, throughput_vs_la
                   reasoning_share, answered_share)
 
 
-_work: tuple[Sequence[Callable], Sequence[Cell], Path] | None = None
+_work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None
 
 
 def _draw(index: int) -> FigureData:
@@ -565,7 +565,7 @@ def _draw(index: int) -> FigureData:
     return figures[index](cells, out)
 
 
-def draw_all(cells: Sequence[Cell], out: Path, figures: Sequence[Callable] = STUDY_FIGURES + BEYOND_FIGURES) -> list[FigureData]:
+def draw_all(cells: Sequence[MeasuredCell], out: Path, figures: Sequence[Callable] = STUDY_FIGURES + BEYOND_FIGURES) -> list[FigureData]:
     """Every figure into ``out``, on every core; the skipped ones come back with a note and no files."""
     global _work
     _work = (tuple(figures), cells, Path(out))

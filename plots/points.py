@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from llmload.options import parse_slos
-from plots.results import Cell, effort_part
+from plots.results import MeasuredCell, effort_part
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",
            "fmt", "x_axis", "grouped", "slo_value", "effort_parts"]
@@ -43,15 +43,15 @@ class Metric:
     slo: str | None = None
     """The SLO metric on this value (``ttft``, as in SLO=ttft_p90<=2s): the runs' limit is drawn as a line."""
 
-    def value(self, cell: Cell) -> float | None:
+    def value(self, cell: MeasuredCell) -> float | None:
         v = cell.metric(self.path)
         return None if v is None else v * self.scale
 
-    def upper(self, cell: Cell) -> float | None:
+    def upper(self, cell: MeasuredCell) -> float | None:
         v = cell.metric(self.band) if self.band else None
         return None if v is None else v * self.scale
 
-    def ci95(self, cell: Cell) -> tuple[float, float] | None:
+    def ci95(self, cell: MeasuredCell) -> tuple[float, float] | None:
         """The 95% interval summary.json gives for the value (``median_ci95`` beside ``median``), if any."""
         ci = cell.ci95(self.path)
         return None if ci is None else (ci[0] * self.scale, ci[1] * self.scale)
@@ -95,14 +95,14 @@ def sort_key(text: Any) -> tuple:
     return tuple(out)
 
 
-def varying(cells: Sequence[Cell], attrs: Iterable[str]) -> list[str]:
+def varying(cells: Sequence[MeasuredCell], attrs: Iterable[str]) -> list[str]:
     return [a for a in attrs if len({getattr(c, a) for c in cells}) > 1]
 
 
-def effort_parts(cells: Sequence[Cell], keep_mixed: bool = True) -> list[Cell]:
+def effort_parts(cells: Sequence[MeasuredCell], keep_mixed: bool = True) -> list[MeasuredCell]:
     """The cells, each run that mixed efforts followed by one part per effort it sent (``keep_mixed=False``:
     the parts in place of the mixed run)."""
-    out: list[Cell] = []
+    out: list[MeasuredCell] = []
     for c in cells:
         efforts = [e for e, part in c.summary.by_effort.items() if part.requests_ok or part.requests_failed]
         out.extend(([c] if keep_mixed or not efforts else []) + [effort_part(c, e) for e in efforts])
@@ -119,13 +119,13 @@ def fmt(attr: str, value: Any) -> str:
     return str(value)
 
 
-def x_axis(cells: Sequence[Cell], exclude: Sequence[str] = ()) -> str:
+def x_axis(cells: Sequence[MeasuredCell], exclude: Sequence[str] = ()) -> str:
     """The setting the cells vary, first in AXES order (users when nothing varies: a lone run); effort parts aside."""
     runs = [c for c in cells if not c.mix] or cells
     return next((a for a in AXES if a not in exclude and a in varying(runs, AXES)), "users")
 
 
-def slo_value(cells: Sequence[Cell], metric: Metric) -> float | None:
+def slo_value(cells: Sequence[MeasuredCell], metric: Metric) -> float | None:
     """The SLO the runs set on this metric (the first cell's that has one), scaled like the metric."""
     if metric.slo is None:
         return None
@@ -136,7 +136,7 @@ def slo_value(cells: Sequence[Cell], metric: Metric) -> float | None:
     return None
 
 
-def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
+def grouped(cells: Sequence[MeasuredCell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
             metric: Metric) -> dict[str, dict[str, Series]]:
     """Panels keyed by panel_attrs (plus every other varying setting, so no two cells share a point),
     series by series_attrs, points sorted by x; cells without the value are left out."""
@@ -144,7 +144,7 @@ def grouped(cells: Sequence[Cell], panel_attrs: Sequence[str], series_attrs: Seq
     series_attrs = [a for a in series_attrs if a != x_attr] + (["mix"] if any(c.mix for c in cells) else [])
     others = [a for a in varying(cells, AXES) if a not in (*panel_attrs, *series_attrs, x_attr)]
     panel_attrs = [a for a in panel_attrs if a != "gpu" or a in varying(cells, ("gpu",))] + others  # the GPU only when it varies
-    points: dict[str, dict[str, dict[Any, Cell]]] = defaultdict(lambda: defaultdict(dict))
+    points: dict[str, dict[str, dict[Any, MeasuredCell]]] = defaultdict(lambda: defaultdict(dict))
     for c in cells:
         if metric.value(c) is None:
             continue

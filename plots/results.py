@@ -24,7 +24,7 @@ from llmload.results.summary import Measures, Summary, metric_ci95, metric_value
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 from llmload.results.sweepfiles import PlannedCell, read_cell_marker, read_scenario
 
-__all__ = ["ResultsError", "Cell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
+__all__ = ["ResultsError", "MeasuredCell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
 
 SERVER_KEYS = ("GPU", *RUNNER_KEYS)
 """Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
@@ -39,7 +39,7 @@ def _short_model(model: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Cell:
+class MeasuredCell:
     """One measured run: a sweep cell or a lone `make load` folder."""
 
     path: Path
@@ -140,8 +140,8 @@ class Cell:
             raise ResultsError(f"{path}: not a server metrics file ({e})") from None
 
 
-def effort_part(cell: Cell, effort: str) -> Cell:
-    """One effort's part of a mixed run as a Cell of its own: its summary is that effort's ``by_effort`` entry."""
+def effort_part(cell: MeasuredCell, effort: str) -> MeasuredCell:
+    """One effort's part of a mixed run as a MeasuredCell of its own: its summary is that effort's ``by_effort`` entry."""
     config = {**cell.config, "effort": effort}
     part = cell.summary.by_effort[effort]
     return replace(cell, summary=replace(cell.summary, **{f.name: getattr(part, f.name) for f in fields(Measures)}, config=config),
@@ -165,7 +165,7 @@ class Results:
     name: str
     description: str
     server: dict[str, str]
-    cells: tuple[Cell, ...]
+    cells: tuple[MeasuredCell, ...]
     missing: tuple[MissingCell, ...] = field(default=())
     planned: int = 0
     """How many cells scenario.json lists (the cells found, for a run folder or no scenario.json)."""
@@ -184,7 +184,7 @@ def _load_run(path: Path) -> Results:
     settings = _settings_from_config(summary.config)
     label = " ".join(settings.get(k, "") for k in ("GPU", "MODEL", "PROMPTS", "EFFORT")) + f" u{settings.get('USERS', '?')}"
     complete = not summary.partial
-    cell = Cell(path, path.name, 0, label, settings, summary, {}, complete, str(path))  # a lone run declares no server
+    cell = MeasuredCell(path, path.name, 0, label, settings, summary, {}, complete, str(path))  # a lone run declares no server
     missing = () if complete else (MissingCell(0, path.name, label, "partial: the run died; missing " + "; ".join(summary.missing)),)
     return Results(path, "run", path.name, f"one run ({label})", {}, (cell,), missing, 1)
 
@@ -195,14 +195,14 @@ def _load_sweep(path: Path) -> Results:
     cells_dir = path / "cells"
     on_disk = {d.name: d for d in cells_dir.iterdir() if d.is_dir() and ".partial-" not in d.name
                and ".repeat-" not in d.name} if cells_dir.is_dir() else {}  # REPEATS' later runs: in repeats.csv
-    cells: list[Cell] = []
+    cells: list[MeasuredCell] = []
     missing: list[MissingCell] = []
     seen: set[str] = set()
     for entry in planned:
         seen.add(entry.key)
         cell = _load_cell(on_disk.get(entry.key), entry, str(path))
         label = entry.label or entry.key
-        if isinstance(cell, Cell):
+        if isinstance(cell, MeasuredCell):
             cells.append(cell)
             if not cell.complete:
                 missing.append(MissingCell(entry.index, entry.key, label, "partial: no cell.json (cut short); drawn from what it wrote"))
@@ -211,15 +211,15 @@ def _load_sweep(path: Path) -> Results:
     for key, d in sorted(on_disk.items()):  # finished cells scenario.json does not list (an edited scenario)
         if key not in seen and (d / CELL_FILE).exists():
             cell = _load_cell(d, PlannedCell(key), str(path))
-            if isinstance(cell, Cell):
+            if isinstance(cell, MeasuredCell):
                 cells.append(cell)
     cells.sort(key=lambda c: (c.index if c.index is not None else 10**9, c.key))
     return Results(path, "sweep", scenario.name or path.name, scenario.description, scenario.server, tuple(cells),
                    tuple(missing), len(planned) or len(cells))
 
 
-def _load_cell(d: Path | None, entry: PlannedCell, source: str) -> Cell | str:
-    """A Cell (as its cell.json has it, else as scenario.json plans it), or the reason there is none."""
+def _load_cell(d: Path | None, entry: PlannedCell, source: str) -> MeasuredCell | str:
+    """A MeasuredCell (as its cell.json has it, else as scenario.json plans it), or the reason there is none."""
     if d is None:
         return "not run (no folder)"
     if not (d / SUMMARY_FILE).exists():
@@ -228,7 +228,7 @@ def _load_cell(d: Path | None, entry: PlannedCell, source: str) -> Cell | str:
     if (d / CELL_FILE).exists():
         marker = read_cell_marker(d)
         entry = PlannedCell(marker.key, marker.index, marker.label, marker.settings, marker.declared_server)
-    return Cell(d, entry.key, entry.index, entry.label or d.name, entry.settings or _settings_from_config(summary.config),
+    return MeasuredCell(d, entry.key, entry.index, entry.label or d.name, entry.settings or _settings_from_config(summary.config),
                 summary, entry.server, (d / CELL_FILE).exists(), source)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from llmload.results.provenance import is_rehearsal
-from plots.results import Cell, Results, ResultsError
+from plots.results import MeasuredCell, Results, ResultsError
 
 __all__ = ["Table", "CompareRow", "pct_change", "outputs_differ", "match_cells", "compare_rows", "compare_table",
            "compare", "cells_table", "served_by_short", "OUTPUT_TOLERANCE"]
@@ -67,8 +67,8 @@ def _pct(value: float | None) -> str:
 @dataclass(frozen=True)
 class CompareRow:
     label: str
-    a: Cell
-    b: Cell
+    a: MeasuredCell
+    b: MeasuredCell
     a_tok_s: float | None
     b_tok_s: float | None
     tok_s_change_pct: float | None
@@ -80,9 +80,9 @@ class CompareRow:
     flagged: bool
 
 
-def match_cells(a: Sequence[Cell], b: Sequence[Cell]) -> tuple[list[tuple[Cell, Cell]], list[Cell], list[Cell]]:
+def match_cells(a: Sequence[MeasuredCell], b: Sequence[MeasuredCell]) -> tuple[list[tuple[MeasuredCell, MeasuredCell]], list[MeasuredCell], list[MeasuredCell]]:
     """Pairs of cells with the same workload (in A's order), then A's and B's unmatched cells."""
-    pool: dict[tuple, list[Cell]] = {}
+    pool: dict[tuple, list[MeasuredCell]] = {}
     for cell in b:
         pool.setdefault(cell.workload(), []).append(cell)
     pairs, only_a = [], []
@@ -96,7 +96,7 @@ def match_cells(a: Sequence[Cell], b: Sequence[Cell]) -> tuple[list[tuple[Cell, 
     return pairs, only_a, [c for c in b if id(c) not in matched_b]
 
 
-def compare_rows(pairs: Sequence[tuple[Cell, Cell]]) -> list[CompareRow]:
+def compare_rows(pairs: Sequence[tuple[MeasuredCell, MeasuredCell]]) -> list[CompareRow]:
     rows = []
     for x, y in pairs:
         a_tok, b_tok = x.metric("total_throughput_tok_s"), y.metric("total_throughput_tok_s")
@@ -121,7 +121,7 @@ def compare_table(rows: Sequence[CompareRow]) -> Table:
                   "tuned mean TPOT (ms)", "change"), tuple(body), ("l", "r", "r", "r", "r", "r", "r"), tuple(notes))
 
 
-def served_by_short(cell: Cell) -> str:
+def served_by_short(cell: MeasuredCell) -> str:
     """A cells-table word for what answered: ``REHEARSAL llmload.sim h100 20x`` or the server's reported version."""
     s = cell.served_by
     if s is None:
@@ -166,7 +166,7 @@ def compare(a: Results, b: Results) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def cells_table(results: Results | Sequence[Cell]) -> Table:
+def cells_table(results: Results | Sequence[MeasuredCell]) -> Table:
     """One row per cell: the figures a reader looks for first."""
     cells = results.cells if isinstance(results, Results) else results
     body = []

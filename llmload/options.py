@@ -429,8 +429,12 @@ class Slo:
         return None if self.stat == "mean" else 0.5 if self.stat == "median" else int(self.stat[1:]) / 100
 
 
-def parse_slos(text: str) -> tuple[Slo, ...]:
-    """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take."""
+def parse_slos(text: str, speedup: float = 1.0) -> tuple[Slo, ...]:
+    """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take.
+
+    ``speedup``: the target runs that many times faster (a rehearsal), so each time limit shrinks as much: the SLO
+    keeps speaking of the GPU the target plays, as RATE and DURATION do.
+    """
     if not text.strip():
         return ()
     slos: list[Slo] = []
@@ -448,7 +452,7 @@ def parse_slos(text: str) -> tuple[Slo, ...]:
         stat = "median" if stat == "p50" else stat
         if any(s.metric == metric and s.stat == stat for s in slos):
             raise ConfigError(f"SLO={text!r}: {metric}_{stat} is given twice; keep one limit")
-        slos.append(Slo(part, metric, stat, float(number) * _SLO_UNITS_S[unit]))
+        slos.append(Slo(part, metric, stat, float(number) * _SLO_UNITS_S[unit] / speedup))
     return tuple(slos)
 
 

@@ -116,3 +116,17 @@ def test_cells_csv_gets_a_column_per_slo_figure_and_two_per_interval():
     assert row["slo_ttft_p90<=0.95s_passed"] is True and row["slo_ttft_p90<=0.95s_limit_ms"] == 950.0
     assert row["slo_ttft_p90<=0.95s_value_ms_ci95_lo"] <= row["ttft_ms_p90"] <= row["slo_ttft_p90<=0.95s_value_ms_ci95_hi"]
     assert row["ttft_ms_p99_ci95_lo"] is None and row["ttft_ms_p99_ci95_hi"] is None  # 100 samples: no p99 interval
+
+
+@pytest.mark.pure
+def test_a_rehearsals_limits_shrink_with_its_speedup():
+    # The built-in target playing a GPU 20x faster answers 20x sooner: ttft_p90<=2s of the GPU is 100 ms on it, as RATE
+    # and DURATION are scaled; a real server (no rehearsal) keeps the limit whatever SPEEDUP says.
+    assert parse_slos("ttft_p90<=2s", 20.0)[0].limit_s == pytest.approx(0.1)
+    records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]  # TTFT 0.1 .. 1.0 s, p90 ~0.9-1 s
+    rehearsal = {"slo": "ttft_p90<=10s", "served_by": {"rehearsal": True, "speedup": 20.0}}
+    (ttft,) = summarize(records, rehearsal).slo
+    assert (ttft.limit_ms, ttft.passed) == (pytest.approx(500.0), False)
+    assert "Limits divided by SPEEDUP 20" in format_result(summarize(records, rehearsal))
+    real = {"slo": "ttft_p90<=10s", "served_by": {"rehearsal": False, "speedup": 20.0}}
+    assert summarize(records, real).slo[0].passed and "SPEEDUP" not in format_result(summarize(records, real))

@@ -36,6 +36,7 @@ from llmload.loadtest.preflight import ServerInfo, continuous_usage, probe_serve
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.generator import check
+from llmload.results.provenance import rehearsal_speedup
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
@@ -106,7 +107,7 @@ class RunSession:
         self.max_concurrency = share(o.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
-        self.slos = opts.parse_slos(o.slo)
+        self.slos: tuple[opts.Slo, ...] = ()  # the run's owner parses them once it knows the target's SPEEDUP
         self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
         self.stopped_early: str | None = None
 
@@ -146,6 +147,7 @@ class RunSession:
         self.config = {**opts.run_config(o), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
                        "served_by": served_by(info, chat.model), "users": users, "prompt_overrides": prompt_overrides(self.prompts)}
         _check_target_plays(o, self.config["served_by"])
+        self.slos = opts.parse_slos(o.slo, rehearsal_speedup(self.config["served_by"]))
         # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
         base = Path(o.out) if o.out else default_run_dir(o.gpu, chat.model, o.effort, users)
         self.run_dir = fresh_run_dir(base)

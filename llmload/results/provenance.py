@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["served_by_of", "is_rehearsal", "rehearsal_label", "served_by_text"]
+__all__ = ["served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "served_by_text"]
 
 
 def served_by_of(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -19,6 +19,11 @@ def served_by_of(config: dict[str, Any]) -> dict[str, Any] | None:
 
 def is_rehearsal(served_by: dict[str, Any] | None) -> bool:
     return bool(served_by and served_by.get("rehearsal"))
+
+
+def rehearsal_speedup(served_by: dict[str, Any] | None) -> float:
+    """How many times faster than the GPU it plays the target ran: its SPEEDUP in a rehearsal, else 1."""
+    return float(served_by.get("speedup") or 1.0) if served_by and is_rehearsal(served_by) else 1.0
 
 
 def rehearsal_label(served_by: dict[str, Any]) -> str:

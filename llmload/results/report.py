@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llmload.results.generator import GeneratorCheck, LagMs, limit_warning
-from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
+from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_by_of, served_by_text
 from llmload.results.reconcile import ServerVsClient
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
@@ -180,6 +180,8 @@ def format_result(summary: Summary) -> str:
     if summary.slo:
         lines += [_rule("Service-level objectives"), *_slo_rows(summary),
                   _row("SLOs met" + (" by every effort:" if summary.by_effort else ":"), "yes" if summary.slo_met else "no")]
+        if (speedup := rehearsal_speedup(served_by)) != 1.0:
+            lines.append(f"Limits divided by SPEEDUP {speedup:g}: the target runs {speedup:g}x faster than the GPU it plays")
         if summary.stopped_early:
             lines.append(f"Ended before DURATION: {summary.stopped_early}")
     for effort, part in summary.by_effort.items():

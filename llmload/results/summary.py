@@ -21,6 +21,7 @@ import numpy as np
 from llmload.errors import ResultsError
 from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
+from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.generator import GeneratorCheck
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord, run_span_s
@@ -328,7 +329,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     every = list(records)
     measured = [r for r in every if not r.warmup]
     span_s = run_span_s(measured)
-    slos = parse_slos(str(config.get("slo", "")))
+    slos = parse_slos(str(config.get("slo", "")), rehearsal_speedup(served_by_of(config)))
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, str(config.get("effort", "")))
     by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}

@@ -133,3 +133,15 @@ def test_an_early_stop_while_duration_ends_still_writes_the_summary(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["slo_met"] is False and summary["stopped_early"].startswith("tpot_median<=30ms fails")
+
+
+def test_a_rehearsal_judges_the_played_gpu(tmp_path):
+    # Without HOST the built-in target plays the GPU SPEEDUP times faster: the SLO's limit shrinks as much, and the
+    # search says so before its first step.
+    out = tmp_path / "cap"
+    done = run_cli("capacity", "SLO=ttft_p90<=2s", "SPEEDUP=20", "DURATION=20s", "CAPACITY_MAX=1", "MAX_TOKENS=20",
+                   f"OUT={out}", timeout_s=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "20x faster than the GPU it plays; each SLO limit is divided by 20" in done.stdout
+    (step,) = json.loads((out / "capacity.json").read_text())["steps"]
+    assert step["slo"][0]["limit_ms"] == pytest.approx(100.0)

@@ -20,9 +20,10 @@ import orjson
 
 from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
-from llmload.loadtest.preflight import probe_server
+from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
+from llmload.results.provenance import rehearsal_speedup
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
 from llmload.results.summary import Summary
 from llmload.results.sweepfiles import Step
@@ -93,7 +94,10 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     steps: list[Step] = []
     with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
             target(cell_options(base, host, speedup)) as url:
-        probe_server(url, api_key)  # a target that does not answer stops the search before any step
+        info = probe_server(url, api_key)  # a target that does not answer stops the search before any step
+        if (played := rehearsal_speedup(served_by(info, ""))) != 1.0:
+            progress(f"Times below are the built-in target's, {played:g}x faster than the GPU it plays; "
+                     f"each SLO limit is divided by {played:g} to judge them")
         while True:
             load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
             if load is None:

@@ -30,7 +30,7 @@ from llmload.results.sweepfiles import Step
 from llmload.sweep.runner import run_cell, set_aside, write_cells_csv
 from llmload.sweep.scenarios import cell_key, cell_options, make_cell
 
-__all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "next_load", "answer", "check_capacity_settings", "run_capacity"]
+__all__ = ["CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "Step", "step_of", "next_load", "answer", "check_capacity_settings", "run_capacity"]
 
 _SEARCHED = {"users": "USERS", "rate": "RATE"}
 
@@ -73,11 +73,18 @@ def answer(steps: list[Step], whole: bool) -> tuple[float | None, list[float | N
     return low, [max(sure_passes, default=0.0), upper]
 
 
-def _step(load: float, key: str, summary: Summary) -> Step:
-    parts = [summary, *summary.by_effort.values()]
-    certain = all(r.certain for part in parts for r in part.slo)
-    return Step(load, summary.slo_met is True and summary.requests_ok > 0, certain, key,
-                summary.stopped_early, summary.requests_ok, tuple(summary.slo))
+def step_of(load: float, key: str, summary: Summary) -> Step:
+    """A run as a step of the search; its verdict is certain when every SLO surely passed, or one surely failed.
+
+    A failure needs one sure miss, not every SLO sure (a step EARLY_STOP ended was stopped by a sure miss at 99.5%).
+    """
+    results = [r for part in (summary, *summary.by_effort.values()) for r in part.slo]
+    passed = summary.slo_met is True and summary.requests_ok > 0
+    if passed:
+        certain = all(r.certain for r in results)
+    else:
+        certain = summary.stopped_early is not None or any(r.certain and not r.passed for r in results)
+    return Step(load, passed, certain, key, summary.stopped_early, summary.requests_ok, tuple(summary.slo))
 
 
 def _format_load(load: float, whole: bool) -> str:
@@ -124,7 +131,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
                 took = f" in {time.monotonic() - started_s:.0f} s"
             else:
                 took = " (finished before, reused)"
-            steps.append(_step(load, key, read_summary(cell_dir)))
+            steps.append(step_of(load, key, read_summary(cell_dir)))
             progress(_describe(steps[-1], searched, whole) + took)
     best, interval = answer(steps, whole)
     name = "max_users" if whole else "max_rate"

@@ -85,13 +85,13 @@ class ReadArrivalReader:
 
     stamps = "user"
 
-    def start_request(self) -> None:
-        """Nothing to reset: every read is stamped in user space."""
-
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: Callable[[], float] = time.monotonic) -> None:
         self._recv = sock.recv
         self._stats = stats
         self._clock = clock  # a test's scripted clock makes every duration exact
+
+    def start_request(self) -> None:
+        """Nothing to reset: every read is stamped in user space."""
 
     def read(self) -> list[tuple[bytes, float]]:
         """The bytes of one read (empty at the end of the stream) with their arrival time."""

@@ -81,12 +81,17 @@ def event_ends(data: bytes) -> list[int]:
 
 
 class ReadArrivalReader:
-    """User-space stamps: each read is stamped with ``time.monotonic()`` the moment it returns."""
+    """User-space stamps: each read is stamped with ``time.monotonic()`` the moment it returns.
+
+    On a non-blocking socket a read that finds nothing returns no piece; on TLS it also takes the
+    bytes OpenSSL decrypted ahead, which no readiness event would announce.
+    """
 
     stamps = "user"
 
     def __init__(self, sock: socket.socket, stats: ReadStats, clock: Callable[[], float] = time.monotonic) -> None:
         self._recv = sock.recv
+        self._pending = getattr(sock, "pending", None)
         self._stats = stats
         self._clock = clock  # a test's scripted clock makes every duration exact
 
@@ -94,8 +99,13 @@ class ReadArrivalReader:
         """Nothing to reset: every read is stamped in user space."""
 
     def read(self) -> list[tuple[bytes, float]]:
-        """The bytes of one read (empty at the end of the stream) with their arrival time."""
-        data = self._recv(READ_SIZE)
+        """The bytes of one read (empty at the end of the stream) with their arrival time; none if nothing waited."""
+        try:
+            data = self._recv(READ_SIZE)
+            while data and self._pending is not None and self._pending():
+                data += self._recv(READ_SIZE)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return []
         arrived_s = self._clock()
         self._stats.on_wakeup(data.count(b"\n\n"))
         return [(data, arrived_s)]
@@ -136,10 +146,13 @@ class KernelArrivalReader:
         return read_s
 
     def read(self) -> list[tuple[bytes, float]]:
-        """The next pieces of the stream (one empty piece at its end), each with its arrival time."""
+        """The next pieces of the stream (one empty piece at its end), each with its arrival time; none if nothing waited."""
         if self._split:
             return self._read_split()
-        data, ancillary, _, _ = self._recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+        try:
+            data, ancillary, _, _ = self._recvmsg(READ_SIZE, _ANCILLARY_SIZE)
+        except BlockingIOError:
+            return []
         read_s = time.monotonic()
         if not data:
             return [(data, read_s)]
@@ -153,7 +166,10 @@ class KernelArrivalReader:
 
     def _read_split(self) -> list[tuple[bytes, float]]:
         recvmsg = self._recvmsg
-        queued = recvmsg(READ_SIZE, 0, socket.MSG_PEEK)[0]
+        try:
+            queued = recvmsg(READ_SIZE, 0, socket.MSG_PEEK)[0]
+        except BlockingIOError:
+            return []
         if not queued:
             return [(b"", time.monotonic())]
         ends = event_ends(queued)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol
 
 from llmload.client.accumulator import StreamAccumulator
 from llmload.client.raw import RawChatClient
+from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.client.sdk import OpenAIChatClient
 from llmload.errors import RequestFailed
 from llmload.results.records import RequestRecord
@@ -51,15 +52,19 @@ def measure_request(
     """
     request_id = uuid.uuid4().hex
     acc = StreamAccumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
+    PROCESS_READ_STATS.on_request_start(acc.start_monotonic_s)
     try:
         end_s = client.stream_chat(body, request_id, acc)
     except RequestFailed as failure:
         record = acc.finish(clock(), failure.category, failure.detail)
     except BaseException:
         # Killed by the end of the run (gevent's GreenletExit) or Ctrl-C: keep what was measured.
-        on_record(acc.finish(clock(), "interrupted"))
+        record = acc.finish(clock(), "interrupted")
+        PROCESS_READ_STATS.on_request_end(record.start_monotonic_s + record.e2e_s)
+        on_record(record)
         raise
     else:
         record = acc.finish(end_s)
+    PROCESS_READ_STATS.on_request_end(record.start_monotonic_s + record.e2e_s)
     on_record(record)
     return record

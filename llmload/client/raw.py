@@ -12,13 +12,14 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import orjson
 
 from llmload.client.accumulator import StreamAccumulator
-from llmload.client.arrival import READ_SIZE, ArrivalReader, RealtimeToMonotonic, ReadArrivalReader, arrival_reader
+from llmload.client.arrival import ArrivalReader, RealtimeToMonotonic, ReadArrivalReader, arrival_reader
 from llmload.client.faults import error_message
+from llmload.client.reactor import IdleTimeout, process_reactor
 from llmload.client.readstats import PROCESS_READ_STATS, ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
 from llmload.control_http import split_base_url, tls_context
@@ -84,12 +85,13 @@ class RawChatClient:
         sock, reader = self._connection()
         reader.start_request()
         head = f"{self._head}X-Request-Id: {request_id}\r\nContent-Length: {len(payload)}\r\n\r\n"
-        keep = False
+        response = _Response(reader, acc)
         try:
+            sock.settimeout(self._timeout_s)
             sock.sendall(head.encode() + payload)
-            end_s, keep = _read_stream(sock, reader, acc)
-            return end_s
-        except socket.timeout:
+            sock.settimeout(0.0)  # the reactor reads only what is there
+            return process_reactor().serve(sock.fileno(), response.on_readable, self._timeout_s)
+        except (socket.timeout, IdleTimeout):
             raise RequestFailed("timeout", f"no data for {self._timeout_s:g} s") from None
         except ProtocolError as e:
             raise RequestFailed("protocol", str(e)) from None
@@ -97,7 +99,7 @@ class RawChatClient:
             raise RequestFailed("disconnected", e.strerror or str(e)) from None
         finally:
             acc.arrival_stamps = reader.stamps
-            if not keep:
+            if not response.keep:
                 self.close()
 
 
@@ -117,22 +119,100 @@ def _peer_closed(sock: socket.socket) -> bool:
         sock.settimeout(timeout_s)
 
 
-def _read_head(reader: ArrivalReader) -> tuple[int, dict[str, str], list[tuple[bytes, float]]]:
-    """Status, lower-cased headers, and the body pieces already read with their arrival times."""
-    buf = b""
-    while True:
-        pieces = reader.read()
-        for i, (data, arrived_s) in enumerate(pieces):
-            if not data:
-                raise RequestFailed("disconnected", "connection closed before the response headers")
-            buf += data
-            head_end = buf.find(b"\r\n\r\n")
-            if head_end >= 0:
-                body = buf[head_end + 4 :]
-                pending = ([(body, arrived_s)] if body else []) + pieces[i + 1 :]
-                return (*_parse_head(buf[:head_end]), pending)
+class _Response:
+    """One response's parser, fed by the reactor whenever its socket has data: head, then the SSE body.
+
+    ``on_readable`` reads what the socket holds and returns the end time once the response is complete.
+    A status other than 200 ends in RequestFailed(http_<code>) with the start of the body's message.
+    """
+
+    __slots__ = ("_reader", "_acc", "_head", "_status", "_chunked", "_length", "_received", "_decoder", "_sse",
+                 "_error_body", "keep")
+
+    def __init__(self, reader: ArrivalReader, acc: StreamAccumulator) -> None:
+        self._reader = reader
+        self._acc = acc
+        self._head: bytes | None = b""  # None once the head is parsed
+        self._status = 0
+        self._chunked = False
+        self._length: int | None = None
+        self._received = 0
+        self._decoder: ChunkedDecoder | None = None
+        self._sse = SSEDecoder()
+        self._error_body = b""
+        self.keep = False
+        """Whether the connection can carry the next request (known once the head is read)."""
+
+    def on_readable(self) -> float | None:
+        for data, arrived_s in self._reader.read():
+            if self._head is not None:
+                if not data:
+                    raise RequestFailed("disconnected", "connection closed before the response headers")
+                data = self._on_head(data)
+                if data is None or not (data or self._length == 0):
+                    continue
+                end_s = self._on_body(data, arrived_s, eof=False)
+            else:
+                end_s = self._on_body(data, arrived_s, eof=not data)
+            if end_s is not None:
+                return end_s
+        return None
+
+    def _on_head(self, data: bytes) -> bytes | None:
+        """Collect the head; the body bytes that came with it, None while the head is incomplete."""
+        buf = self._head + data
+        head_end = buf.find(b"\r\n\r\n")
+        if head_end < 0:
             if len(buf) > 65536:
                 raise ProtocolError("response headers over 64 KiB")
+            self._head = buf
+            return None
+        self._head = None
+        self._status, headers = _parse_head(buf[:head_end])
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self._length = None if self._chunked else _content_length(headers)
+        self.keep = headers.get("connection", "").lower() != "close" and (self._chunked or self._length is not None)
+        self._decoder = ChunkedDecoder() if self._chunked else None
+        return buf[head_end + 4 :]
+
+    def _on_body(self, data: bytes, arrived_s: float, eof: bool) -> float | None:
+        decoder = self._decoder
+        if eof:
+            if self._status != 200:
+                raise self._http_failure()
+            if decoder is None and self._length is None:
+                return self._end(arrived_s)  # a close-delimited body ends here
+            raise RequestFailed("disconnected", "connection closed mid-stream")
+        self._received += len(data)
+        body = decoder.feed(data) if decoder is not None else data
+        complete = (decoder is not None and decoder.done) or (self._length is not None and self._received >= self._length)
+        if self._status != 200:
+            self._error_body += body
+            if complete or len(self._error_body) >= _ERROR_BODY_LIMIT:
+                raise self._http_failure()
+            return None
+        acc = self._acc
+        loads = orjson.loads
+        for event in self._sse.feed(body):
+            if event == b"[DONE]":
+                acc.on_done(arrived_s)
+                continue
+            try:
+                chunk = loads(event)
+            except orjson.JSONDecodeError:
+                raise ProtocolError(f"SSE data is not JSON: {event[:80]!r}") from None
+            acc.on_chunk(arrived_s, chunk)
+        return self._end(arrived_s) if complete else None
+
+    def _end(self, arrived_s: float) -> float:
+        acc = self._acc
+        if acc.done_s is None and acc.stream_error is None:  # an error object says more than a missing [DONE]
+            raise RequestFailed("protocol", "stream ended without data: [DONE]")
+        return acc.done_s or arrived_s
+
+    def _http_failure(self) -> RequestFailed:
+        self.keep = False  # the rest of an error body is not read
+        return RequestFailed(f"http_{self._status}", error_message(self._error_body[:_ERROR_BODY_LIMIT]))
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
@@ -148,49 +228,6 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-def _pieces(reader: ArrivalReader, pending: list[tuple[bytes, float]]) -> Iterator[tuple[bytes, float]]:
-    """The pieces already read, then every later one; an empty piece is the end of the stream."""
-    yield from pending
-    read = reader.read
-    while True:
-        yield from read()
-
-
-def _read_stream(sock: socket.socket, reader: ArrivalReader, acc: StreamAccumulator) -> tuple[float, bool]:
-    """Read one response, feeding its SSE events to ``acc``; (end time, connection reusable)."""
-    status, headers, pending = _read_head(reader)
-    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-    length = None if chunked else _content_length(headers)
-    keep = headers.get("connection", "").lower() != "close" and (chunked or length is not None)
-    if status != 200:
-        raise RequestFailed(f"http_{status}", _error_body(sock, b"".join(d for d, _ in pending), chunked, length))
-    decoder = ChunkedDecoder() if chunked else None
-    sse = SSEDecoder()
-    received = 0
-    loads = orjson.loads
-    for data, arrived_s in _pieces(reader, pending):
-        if not data:
-            if decoder is None and length is None:
-                break  # a close-delimited body ends here
-            raise RequestFailed("disconnected", "connection closed mid-stream")
-        received += len(data)
-        body = decoder.feed(data) if decoder is not None else data
-        for event in sse.feed(body):
-            if event == b"[DONE]":
-                acc.on_done(arrived_s)
-                continue
-            try:
-                chunk = loads(event)
-            except orjson.JSONDecodeError:
-                raise ProtocolError(f"SSE data is not JSON: {event[:80]!r}") from None
-            acc.on_chunk(arrived_s, chunk)
-        if (decoder is not None and decoder.done) or (length is not None and received >= length):
-            break
-    if acc.done_s is None and acc.stream_error is None:  # an error object says more than a missing [DONE]
-        raise RequestFailed("protocol", "stream ended without data: [DONE]")
-    return acc.done_s or arrived_s, keep
-
-
 def _content_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length")
     if value is None:
@@ -199,17 +236,3 @@ def _content_length(headers: dict[str, str]) -> int | None:
         return int(value)
     except ValueError:
         raise ProtocolError(f"bad Content-Length {value[:20]!r}") from None
-
-
-def _error_body(sock: socket.socket, data: bytes, chunked: bool, length: int | None) -> str:
-    """The start of an error response's body, for the record's error detail."""
-    decoder = ChunkedDecoder() if chunked else None
-    body = decoder.feed(data) if decoder is not None else data
-    while len(body) < _ERROR_BODY_LIMIT and not (decoder is not None and decoder.done):
-        if length is not None and len(body) >= length:
-            break
-        more = sock.recv(READ_SIZE)
-        if not more:
-            break
-        body += decoder.feed(more) if decoder is not None else more
-    return error_message(body[:_ERROR_BODY_LIMIT])

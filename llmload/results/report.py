@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from llmload.results.generator import GeneratorCheck, LagMs, limit_warning
+from llmload.results.generator import GeneratorCheck, LagMs, ProcessCheck, limit_warning
 from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_by_of, served_by_text
 from llmload.results.reconcile import ServerVsClient
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
@@ -213,9 +213,19 @@ def _generator(generator: GeneratorCheck) -> list[str]:
         lines += [
             _rule(f"Load generator: {p.name}" if several else "Load generator"),
             _row("CPU (cores):", p.cpu_cores),
+            _row("CPU per event read (us):", p.cpu_per_event_us),
+            _row("Machine cores busy, all / others:", _machine(p)),
             _row("Events per read (mean/max):", f"{p.events_per_read or 0:.2f} / {p.max_events_per_read}"),
             _row("Arrival-to-read lag p50/p99/max (ms):", _lag(p.arrival_to_read_lag_ms)),
             _row("Event-loop lag p50/p99/max (ms):", _lag(p.event_loop_lag_ms)),
         ]
-    lines.append(_row("Generator limited the run:", "yes" if generator.generator_limited else "no"))
+    limited = f"yes ({generator.cause})" if generator.generator_limited and generator.cause else (
+        "yes" if generator.generator_limited else "no")
+    lines.append(_row("Generator limited the run:", limited))
     return lines
+
+
+def _machine(p: ProcessCheck) -> str:
+    if p.machine_busy_cores is None or not p.machine_cores:
+        return "n/a"
+    return f"{p.machine_busy_cores:.2f} of {p.machine_cores} / {p.others_cores or 0.0:.2f}"

@@ -45,23 +45,33 @@ RUN_END_MISSING = "the end of the run (streams in flight when it died left no re
 
 
 class SampleWriter:
-    """Appends records to a samples.jsonl, off the request path."""
+    """Appends records to a samples.jsonl, off the request path.
+
+    Each record is serialised when it is added (a few µs, once per request), so the periodic flush only
+    writes bytes: a flush that serialised a second's records at once would hold the event loop for
+    milliseconds while streams wait to be read.
+    """
 
     def __init__(self, path: Path, flush_interval_s: float = 1.0) -> None:
         self.path = path
-        self._pending: list[RequestRecord] = []
+        self._pending: list[bytes] = []
         self._interval_s = flush_interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, record: RequestRecord) -> None:
-        self._pending.append(record)
+        self._pending.append(record.to_json_line())
+
+    def add_lines(self, lines: bytes) -> None:
+        """Records already serialised (samples.jsonl lines, e.g. a worker's batch)."""
+        if lines:
+            self._pending.append(lines if lines.endswith(b"\n") else lines + b"\n")
 
     def flush(self) -> None:
         batch, self._pending = self._pending, []
         if batch:
             with self.path.open("ab") as f:
-                f.write(b"".join(r.to_json_line() for r in batch))
+                f.write(b"".join(batch))
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -90,11 +90,11 @@ class Reactor:
 
     def _read_forever(self) -> None:
         while True:
-            queue, self._queue = self._queue[:BATCH], self._queue[BATCH:]
-            if not queue:
+            if not self._queue:
                 self._asleep = True
                 self._hub.switch()  # until _on_ready queues a response
                 continue
+            queue, self._queue = self._queue[:BATCH], self._queue[BATCH:]
             now_s = time.monotonic()
             for response in queue:
                 response.queued = False
@@ -108,7 +108,8 @@ class Reactor:
                 else:
                     if end_s is not None:
                         response.result.set(end_s)
-            gevent.sleep(0)  # let the users whose responses completed, and every timer, run before the next batch
+            if self._queue:
+                gevent.sleep(0)  # more than a batch waits: let the users and the timers run before the next one
 
 
 _REACTORS: dict[tuple[int, int], Reactor] = {}

@@ -1,6 +1,6 @@
 """The web UI's LLM view: the *Streaming metrics* table and charts over time of TTFT, TTFVT, ITL and tokens/s.
 
-``LiveStats`` keeps the current test's figures (bounded); ``/llmload/series`` serves them as data
+``LiveStats`` keeps the current test's figures (bounded memory, bounded work per record); ``/llmload/series`` serves them as data
 (the charts page, ``/llmload/charts``, draws them); a small script in Locust's page puts that page
 under Locust's own charts and names Locust's size column for what it holds (output tokens).
 """
@@ -8,7 +8,7 @@ under Locust's own charts and names Locust's size column for what it holds (outp
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import Counter
 from importlib import resources
 from typing import Any, Callable
 
@@ -16,7 +16,7 @@ import orjson
 from flask import request as flask_request
 
 from llmload.results.records import RequestRecord
-from llmload.results.summary import distribution, token_stats
+from llmload.results.histogram import LogHistogram
 
 __all__ = ["LiveStats", "install_streaming_tab", "SERIES_PATH", "CHARTS_PATH", "WINDOW_S"]
 
@@ -26,26 +26,65 @@ WINDOW_S = 5.0
 """Width of one point of the charts over time, in seconds of the test."""
 
 
+class _Values:
+    """Count, sum and log-spaced histogram of one metric: O(1) per value, quantiles within the histogram's 2.2%."""
+
+    __slots__ = ("histogram", "total")
+
+    def __init__(self) -> None:
+        self.histogram = LogHistogram()
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        self.histogram.add(value)
+        self.total += value
+
+    @property
+    def count(self) -> int:
+        return self.histogram.count
+
+    def quantile(self, q: float, scale: float = 1.0) -> float | None:
+        value = self.histogram.quantile_s(q)
+        return None if value is None else value * scale
+
+    def row(self, metric: str, scale: float = 1.0, percentiles: bool = True) -> dict[str, Any]:
+        n = self.count
+        mean = self.total / n * scale if n else None
+        maximum = self.histogram.max_s * scale if n else None
+        if not percentiles:
+            return _row(metric, n, mean, self.quantile(0.5, scale), maximum=maximum)
+        return _row(metric, n, mean, self.quantile(0.5, scale), self.quantile(0.9, scale), self.quantile(0.99, scale), maximum)
+
+
 class _Window:
     """What finished or arrived within one WINDOW_S of the test."""
 
     __slots__ = ("ttft_s", "ttfvt_s", "itl_s", "output_tokens")
 
     def __init__(self) -> None:
-        self.ttft_s: list[float] = []
-        self.ttfvt_s: list[float] = []
-        self.itl_s: list[float] = []
+        self.ttft_s = LogHistogram()
+        self.ttfvt_s = LogHistogram()
+        self.itl_s = LogHistogram()
         self.output_tokens = 0.0
+
+    def point(self, index: int) -> dict[str, Any]:
+        """The charts' point: latencies in ms at p50 and p90 (within 2.2%), output tokens per second."""
+        point: dict[str, Any] = {"t_s": (index + 1) * WINDOW_S, "output_tok_s": self.output_tokens / WINDOW_S}
+        for name, histogram in (("ttft", self.ttft_s), ("ttfvt", self.ttfvt_s), ("itl", self.itl_s)):
+            p50, p90 = histogram.quantile_s(0.5), histogram.quantile_s(0.9)
+            point[f"{name}_ms_p50"] = None if p50 is None else p50 * 1000.0
+            point[f"{name}_ms_p90"] = None if p90 is None else p90 * 1000.0
+            point[f"{name}_n"] = histogram.count
+        return point
 
 
 class LiveStats:
-    """Streaming metrics of the current test, for the web UI: the most recent values, and per-window series.
+    """Streaming metrics of the current test, for the web UI: running figures, and per-window series.
 
-    Bounded, so a long run's memory stays flat (summary.json has the exact figures over every request).
+    Each record costs a bounded amount of work (histogram buckets, no sort), and a poll of the table or the
+    charts reads the buckets: the web UI never holds the event loop while streams wait to be read. Quantiles
+    are within 2.2% (the histograms' bucket width); summary.json has the exact figures over every request.
     """
-
-    MAX_VALUES = 1_000_000
-    MAX_ITL_PER_WINDOW = 100_000
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -53,20 +92,23 @@ class LiveStats:
         self.clear()
 
     def clear(self) -> None:
-        def window() -> deque:
-            return deque(maxlen=self.MAX_VALUES)
-
-        self.ttft_s, self.ttfvt_s, self.tpot_s, self.itl_s = window(), window(), window(), window()
-        self.output_tokens, self.reasoning_tokens, self.prompt_tokens = window(), window(), window()
+        self.ttft_s, self.ttfvt_s, self.tpot_s, self.itl_s = _Values(), _Values(), _Values(), _Values()
+        self.output_tokens, self.reasoning_tokens, self.prompt_tokens = _Values(), _Values(), _Values()
         self.started_unix_s = self.clock()
         self.windows: dict[int, _Window] = {}
+        self._points: dict[int, dict[str, Any]] = {}  # finished windows' points, dropped when a late value lands
         self.finish_reasons: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.answered = 0
         self.ok = 0
 
     def _window(self, t_unix_s: float) -> _Window:
-        return self.windows.setdefault(max(0, int((t_unix_s - self.started_unix_s) // WINDOW_S)), _Window())
+        index = max(0, int((t_unix_s - self.started_unix_s) // WINDOW_S))
+        self._points.pop(index, None)
+        window = self.windows.get(index)
+        if window is None:
+            window = self.windows[index] = _Window()
+        return window
 
     def add(self, r: RequestRecord) -> None:
         if r.warmup:
@@ -81,8 +123,10 @@ class LiveStats:
                               (self.output_tokens, r.completion_tokens), (self.reasoning_tokens, r.reasoning_tokens),
                               (self.prompt_tokens, r.prompt_tokens)):
             if value is not None:
-                values.append(value)
-        self.itl_s.extend(r.itl_s)
+                values.add(value)
+        itl = self.itl_s
+        for gap in r.itl_s:
+            itl.add(gap)
         self._add_to_windows(r)
 
     def _add_to_windows(self, r: RequestRecord) -> None:
@@ -90,28 +134,26 @@ class LiveStats:
         if r.ttft_s is None:
             return
         t = r.start_unix_s + r.ttft_s
-        self._window(t).ttft_s.append(r.ttft_s)
+        window = self._window(t)
+        window.ttft_s.add(r.ttft_s)
         if r.ttfvt_s is not None:
-            self._window(r.start_unix_s + r.ttfvt_s).ttfvt_s.append(r.ttfvt_s)
+            self._window(r.start_unix_s + r.ttfvt_s).ttfvt_s.add(r.ttfvt_s)
         per_event = (r.completion_tokens or 0) / (1 + len(r.itl_s))
-        self._window(t).output_tokens += per_event
+        window.output_tokens += per_event
         for gap in r.itl_s:
             t += gap
             w = self._window(t)
             w.output_tokens += per_event
-            if len(w.itl_s) < self.MAX_ITL_PER_WINDOW:
-                w.itl_s.append(gap)
+            w.itl_s.add(gap)
 
     def series(self) -> dict[str, Any]:
         """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s)."""
-        points = []
         finished = int((self.clock() - self.started_unix_s) // WINDOW_S)  # the window still filling is left out
+        points = []
         for index in sorted(i for i in self.windows if i < finished):
-            w = self.windows[index]
-            point: dict[str, Any] = {"t_s": (index + 1) * WINDOW_S, "output_tok_s": w.output_tokens / WINDOW_S}
-            for name, values in (("ttft", w.ttft_s), ("ttfvt", w.ttfvt_s), ("itl", w.itl_s)):
-                d = distribution(values, 1000.0)
-                point[f"{name}_ms_p50"], point[f"{name}_ms_p90"], point[f"{name}_n"] = d.median, d.p90, d.count
+            point = self._points.get(index)
+            if point is None:
+                point = self._points[index] = self.windows[index].point(index)
             points.append(point)
         return {"window_s": WINDOW_S, "run_dir": self.run_dir, "points": points}
 
@@ -119,17 +161,16 @@ class LiveStats:
         rows = [_row(f"results folder: {self.run_dir}")] if self.run_dir else []
         for name, values in (("TTFT (ms)", self.ttft_s), ("TTFVT (ms)", self.ttfvt_s),
                              ("TPOT (ms)", self.tpot_s), ("ITL (ms)", self.itl_s)):
-            d = distribution(values, 1000.0)
-            rows.append(_row(name, d.count, d.mean, d.median, d.p90, d.p99, d.max))
+            rows.append(values.row(name, 1000.0))
         for name, counts in (("output tokens", self.output_tokens), ("reasoning tokens", self.reasoning_tokens),
                              ("prompt tokens", self.prompt_tokens)):
-            t = token_stats(counts)
-            rows.append(_row(name, t.count, t.mean, t.median, maximum=t.max))
+            rows.append(counts.row(name, percentiles=False))
         elapsed_s = max(self.clock() - self.started_unix_s, 1e-9)
-        rows.append(_row("output tokens/s (mean so far)", len(self.output_tokens), sum(self.output_tokens) / elapsed_s))
-        output, reasoning = sum(self.output_tokens), sum(self.reasoning_tokens)
+        output, reasoning = self.output_tokens.total, self.reasoning_tokens.total
+        rows.append(_row("output tokens/s (mean so far)", self.output_tokens.count, output / elapsed_s))
         rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
-        rows.append(_row("reasoning share of output (%)", len(self.reasoning_tokens), 100.0 * reasoning / output if output else None))
+        rows.append(_row("reasoning share of output (%)", self.reasoning_tokens.count,
+                         100.0 * reasoning / output if output else None))
         done = self.ok + sum(self.errors.values())
         for reason, n in sorted(self.finish_reasons.items()):
             rows.append(_row(f"finish_reason {reason} (% of requests)", n, 100.0 * n / done))

@@ -5,6 +5,13 @@ switch into the stream's greenlet and one back, plus a gevent Timeout and a fail
 wait), and reads per event. Streams start together, so a step's events land together, as from vLLM.
 """
 
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+
 import greenlet
 import gevent
 import gevent.socket
@@ -69,3 +76,48 @@ def test_the_loop_does_a_bounded_amount_of_work_per_event(lockstep_sim, monkeypa
     stats = PROCESS_READ_STATS
     assert stats.events >= token_events and stats.wakeups <= stats.events
     assert stats.max_in_flight == STREAMS and stats.in_flight == 0
+
+
+def _self_signed(tmp_path):
+    """A certificate for 127.0.0.1 made with the openssl command; (cert, key) paths."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")
+def test_a_tls_stream_is_read_with_user_space_stamps(tmp_path, monkeypatch):
+    """Over TLS the reactor reads what OpenSSL decrypted (user-space stamps), events spaced as the server sent them."""
+    cert, key = _self_signed(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    events = [b'data: {"choices":[{"index":0,"delta":{"reasoning":"r%d"}}]}\n\n' % i for i in range(3)]
+    events += [b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n',
+               b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}\n\n', b"data: [DONE]\n\n"]
+
+    def serve():
+        conn, _ = listener.accept()
+        with server_context.wrap_socket(conn, server_side=True) as tls:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += tls.recv(65536)
+            tls.sendall(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            for event in events:
+                time.sleep(0.03)
+                tls.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+            tls.sendall(b"0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    client_context = ssl.create_default_context(cafile=str(cert))
+    monkeypatch.setattr(raw, "tls_context", lambda: client_context)
+    client = RawChatClient(f"https://127.0.0.1:{port}")
+    record = measure_request(client, {"model": "m", "messages": []}, "p", lambda r: None)
+    client.close()
+    listener.close()
+    assert record.ok, record.error_detail
+    assert record.arrival_stamps == "user" and record.completion_tokens == 4 and record.answered
+    assert len(record.itl_s) == 3 and all(0.015 < gap < 0.2 for gap in record.itl_s)  # ~30 ms apart, never merged

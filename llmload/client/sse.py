@@ -25,6 +25,16 @@ class ChunkedDecoder:
         self.done = False
 
     def feed(self, data: bytes) -> bytes:
+        if not (self._buf or self._remaining or self._need_crlf or self.done):
+            # The common case, one whole chunk per read (a server writes an event a chunk): no loop.
+            eol = data.find(b"\r\n")
+            if 0 < eol <= 8 and data.endswith(b"\r\n"):
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = -1  # an extension or a bad size: the general path says which
+                if size > 0 and eol + 4 + size == len(data):
+                    return data[eol + 2 : -2]
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         pos = 0
@@ -75,6 +85,11 @@ class SSEDecoder:
         self._skip_lf = False  # the last piece ended in CR: a LF starting the next one is its pair
 
     def feed(self, data: bytes) -> list[bytes]:
+        if not self._buf and not self._skip_lf and data.endswith(b"\n\n") and data.startswith(b"data: "):
+            # The common case, one whole one-line event: no split, no copy of a buffer.
+            payload = data[6:-2]
+            if b"\n" not in payload and b"\r" not in payload:
+                return [payload]
         if self._skip_lf and data:
             self._skip_lf = False
             if data.startswith(b"\n"):

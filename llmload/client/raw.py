@@ -104,19 +104,15 @@ class RawChatClient:
 
 
 def _peer_closed(sock: socket.socket) -> bool:
-    """Whether a kept-alive connection was closed by the server while idle."""
+    """Whether a kept-alive connection (left non-blocking by its last response) was closed by the server while idle."""
     if isinstance(sock, ssl.SSLSocket):
         return False  # MSG_PEEK is not available on TLS sockets; a stale one fails as "disconnected"
-    timeout_s = sock.gettimeout()
-    sock.setblocking(False)
     try:
         return sock.recv(1, socket.MSG_PEEK) == b""
     except BlockingIOError:
         return False
     except OSError:
         return True
-    finally:
-        sock.settimeout(timeout_s)
 
 
 class _Response:

@@ -38,7 +38,8 @@ from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_m
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
 from llmload.results.report import format_result
-from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, default_run_dir, read_summary, rebuild_summary, write_summary
+from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir, older_summary_version, read_summary,
+                                     rebuild_summary, recompute_summary, write_summary)
 from llmload.results.summary import Summary
 from llmload.loadtest.target import target
 
@@ -298,9 +299,14 @@ def _capacity(settings: Sequence[str]) -> int:
 
 
 def _report(run_dirs: Sequence[str]) -> int:
-    """Print each run's result block; a run killed before its summary gets one rebuilt from samples.jsonl."""
+    """Print each run's result block; a run killed before its summary gets one rebuilt from samples.jsonl, and one
+    an older suite summed up is computed again from it."""
     for run_dir in map(Path, run_dirs):
-        if (run_dir / SUMMARY_FILE).exists() or not (run_dir / SAMPLES_FILE).is_file():
+        if (version := older_summary_version(run_dir)) is not None:
+            summary = recompute_summary(run_dir)
+            print(f"{run_dir / SUMMARY_FILE}: schema version {version}, older than this suite's: computed again from "
+                  f"{SAMPLES_FILE} (the file is left as it is)")
+        elif (run_dir / SUMMARY_FILE).exists() or not (run_dir / SAMPLES_FILE).is_file():
             summary = read_summary(run_dir)
         else:
             summary = rebuild_summary(run_dir)

@@ -11,7 +11,7 @@ from llmload.results.generator import ProcessLoad, check
 from llmload.results.records import RequestRecord
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.storage import SUMMARY_FILE, read_summary, write_summary
-from llmload.results.summary import Summary, metric_ci95, metric_value, summarize
+from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, metric_ci95, metric_value, summarize
 from llmload.results.sweepfiles import CellMarker, read_cell_marker, read_scenario
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
@@ -47,8 +47,9 @@ def _write(tmp_path, data) -> None:
 
 
 def test_a_summary_of_another_schema_version_is_one_line(tmp_path):
-    _write(tmp_path, {**summarize([]).to_dict(), "schema_version": 2})
-    with pytest.raises(ResultsError, match=r"schema_version 2 is not 1, the one this suite reads") as caught:
+    newer = SUMMARY_SCHEMA_VERSION + 1
+    _write(tmp_path, {**summarize([]).to_dict(), "schema_version": newer})
+    with pytest.raises(ResultsError, match=rf"schema_version {newer} is not {SUMMARY_SCHEMA_VERSION}, the one this suite reads") as caught:
         read_summary(tmp_path)
     assert "\n" not in str(caught.value)
 

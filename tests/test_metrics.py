@@ -2,8 +2,8 @@
 
 import pytest
 
-from llmload.results.summary import distribution, summarize, token_stats, tpot_s
-from llmload.results.records import RequestRecord
+from llmload.results.summary import distribution, summarize, token_stats
+from llmload.results.records import RequestRecord, tpot_s
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -11,14 +11,19 @@ pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 def rec(start, e2e, ttft, itl, out, prompt=10, reasoning=None, answered=True, finish="stop", error=None, ttfvt=None):
     return RequestRecord(
         request_id="x", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start, e2e_s=e2e, ttft_s=ttft,
-        ttfvt_s=ttfvt, tpot_s=tpot_s(e2e, ttft, out), itl_s=itl, prompt_tokens=prompt, completion_tokens=out,
+        ttfvt_s=ttfvt, tpot_s=tpot_s(e2e, ttft, out, len(itl) + 1), itl_s=itl, prompt_tokens=prompt, completion_tokens=out,
         reasoning_tokens=reasoning, finish_reason=finish, answered=answered, error=error,
     )
 
 
 def test_tpot_follows_vllm():
-    assert tpot_s(1.0, 0.1, 10) == pytest.approx(0.1)
-    assert tpot_s(1.0, 0.1, 1) is None and tpot_s(1.0, None, 5) is None
+    assert tpot_s(1.0, 0.1, 10, 10) == pytest.approx(0.1)
+    assert tpot_s(1.0, 0.1, 1, 1) is None and tpot_s(1.0, None, 5, 0) is None
+
+
+def test_an_answer_sent_in_one_event_has_no_tpot():
+    # 10 tokens in one event: nothing to time between them (the formula would give the wait for [DONE] / 9).
+    assert tpot_s(1.0, 0.999, 10, 1) is None and tpot_s(1.0, 0.1, 10, 2) == pytest.approx(0.1)
 
 
 def test_distribution_is_exact_linear_interpolation():

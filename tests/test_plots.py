@@ -250,7 +250,7 @@ def test_bad_input_is_one_line(args, tmp_path):
     bad.mkdir()
     (bad / "summary.json").write_text("{not json")
     newer.mkdir()
-    (newer / "summary.json").write_text('{"schema_version": 2}')  # a newer suite's summary
+    (newer / "summary.json").write_text('{"schema_version": 99}')  # a newer suite's summary
     (tmp_path / "empty").mkdir()
     done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad, newer=newer) for a in args))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr

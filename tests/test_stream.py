@@ -50,6 +50,18 @@ def test_reasoning_then_answer_with_server_usage():
     assert (r.token_source, r.reasoning_source) == ("server", "server")
 
 
+def test_an_answer_sent_in_one_event_has_no_tpot():
+    # vLLM with gpt-oss whose harmony parse fails holds the answer back and sends it whole at the end.
+    a = acc()
+    a.on_chunk(START + 0.050, role())
+    a.on_chunk(START + 1.200, delta(content="the whole answer", finish="length"))
+    a.on_chunk(START + 1.2001, usage_chunk(50, 256))
+    a.on_done(START + 1.2002)
+    r = a.finish(a.done_s)
+    assert r.ok and r.completion_tokens == 256 and r.token_events == 1 and r.itl_s == []
+    assert r.tpot_s is None  # not (E2E - TTFT) / 255, about 0: nothing to time between the tokens
+
+
 def test_older_reasoning_content_field_counts_as_reasoning():
     a = acc()
     a.on_chunk(START + 0.05, delta(reasoning_content="think"))

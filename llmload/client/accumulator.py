@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.results.summary import tpot_s
-from llmload.results.records import RequestRecord
+from llmload.results.records import RequestRecord, tpot_s
 
 __all__ = ["StreamAccumulator"]
 
@@ -116,7 +115,7 @@ class StreamAccumulator:
             e2e_s=e2e,
             ttft_s=ttft,
             ttfvt_s=self._first_content_s - start if self._first_content_s is not None else None,
-            tpot_s=tpot_s(e2e, ttft, completion),
+            tpot_s=tpot_s(e2e, ttft, completion, len(times)),
             itl_s=[b - a for a, b in zip(times, times[1:])],
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=completion,

@@ -2,8 +2,11 @@
 
 vLLM's histograms give sums and counts, so the difference of two scrapes is the server's mean over
 exactly the run's window. A run is ``suspect`` when the server counted other tokens or requests than
-the client sent (other traffic, lost records), or when the client's TTFT exceeds the server's by more
-than the network and the chunks before the first token explain.
+the client sent (other traffic, lost records), or when the client's TTFT or E2E exceeds the server's
+by more than the network and the server's front end explain. Each such gap names the cause the
+account points to: a server that sent its tokens in bursts, the client's own lag, or else time spent
+outside the server's clock (its front end or the network). Queueing on the server, inside its own
+TTFT, is named when it takes most of that TTFT.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+from llmload.results.delivery import TokenDelivery, token_delivery
+from llmload.results.generator import GeneratorCheck
 from llmload.results.records import RequestRecord
 from llmload.results.server_metrics import MetricsSample, counter_increase
 
-__all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "ServerVsClient", "reconcile"]
+__all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "E2E_FRONT_END_SHARE", "QUEUE_SHARE", "ServerAccount",
+           "ServerVsClient", "server_account", "reconcile"]
 
 TTFT_ALLOWANCE_MS = 50.0
 """Client TTFT above the server's that the network and the first chunk's way back may take; the server's
@@ -24,6 +30,29 @@ a busy front end slows with its engine."""
 HIDDEN_LEAD_TOKENS = 4
 """Decode steps the server may count before the client sees a token: gpt-oss's harmony header
 (<|channel|>analysis<|message|>) is generated first and never streamed, plus one step of slack."""
+E2E_FRONT_END_SHARE = 0.05
+"""Client E2E above the server's that the front end may add beyond TTFT_ALLOWANCE_MS, as a share of the
+server's E2E: it detokenizes and streams every token outside the engine's clock."""
+QUEUE_SHARE = 0.5
+"""Share of the server's own TTFT spent waiting in its queue from which queueing is named as a cause."""
+_CLIENT_LAG_SHARE = 0.5
+"""The client's lag (p99) explains a gap when it reaches this share of the gap."""
+
+
+@dataclass(frozen=True)
+class ServerAccount:
+    """What the server counted between two scrapes of its /metrics: counter increases, histogram means."""
+
+    requests: int
+    prompt_tokens: int | None
+    generation_tokens: int | None
+    mean_ttft_ms: float | None
+    mean_itl_ms: float | None
+    """Its inter-token latency (older vLLM: time per output token); with one output length for every
+    request, also the mean of its per-request TPOT."""
+    mean_e2e_ms: float | None
+    mean_queue_ms: float | None
+    """Time requests waited in its queue (inside its TTFT): a client cannot see it."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +79,16 @@ class ServerVsClient:
     HIDDEN_LEAD_TOKENS of its mean ITLs."""
     suspect: bool
     reasons: tuple[str, ...]
+    """Each ends with the cause the account points to, where it is a gap in time."""
+    e2e_allowance_ms: float | None = None
+    """How far the client's mean E2E may exceed the server's: TTFT_ALLOWANCE_MS + E2E_FRONT_END_SHARE of it."""
+    tokens_per_event: float | None = None
+    """The client's output tokens per token-bearing event: about 1 token by token, the answer's length in bursts."""
+    client_lag_p99_ms: float | None = None
+    """The load generator's own lag (the worst p99 of its event-loop and arrival-to-read lags); None unobserved."""
+    causes: tuple[str, ...] = ()
+    """What the account shows behind the times, one sentence each, named first (bursts, queueing on the server,
+    the client's own lag, outside the server's clock)."""
 
 
 def _window_increase(before: MetricsSample, after: MetricsSample, name: str) -> float | None:
@@ -64,46 +103,102 @@ def _mean_ms(before: MetricsSample, after: MetricsSample, histogram: str) -> flo
     return 1000.0 * total_s / count if total_s is not None and count else None
 
 
+def _count(before: MetricsSample, after: MetricsSample, name: str) -> int | None:
+    value = _window_increase(before, after, name)
+    return None if value is None else int(value)
+
+
+def server_account(before: MetricsSample, after: MetricsSample) -> ServerAccount | None:
+    """The server's account of the window between two scrapes; None when it keeps no request histograms."""
+    requests = _count(before, after, "e2e_count")
+    if requests is None:
+        return None
+    return ServerAccount(requests=requests, prompt_tokens=_count(before, after, "prompt_tokens_total"),
+                         generation_tokens=_count(before, after, "generation_tokens_total"),
+                         mean_ttft_ms=_mean_ms(before, after, "ttft"), mean_itl_ms=_mean_ms(before, after, "itl"),
+                         mean_e2e_ms=_mean_ms(before, after, "e2e"), mean_queue_ms=_mean_ms(before, after, "queue"))
+
+
 def _client_mean_ms(values_s: Sequence[float]) -> float | None:
     return 1000.0 * statistics.fmean(values_s) if values_s else None
 
 
-def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[RequestRecord]) -> ServerVsClient | None:
-    """The server's account against the client's, or None when the server keeps no request histograms."""
-    server_requests = _window_increase(before, after, "e2e_count")
-    if server_requests is None:
+def _client_lag_p99_ms(generator: GeneratorCheck | None) -> float | None:
+    lags = [lag.p99 for p in generator.processes for lag in (p.event_loop_lag_ms, p.arrival_to_read_lag_ms)
+            if lag.p99 is not None] if generator else []
+    return max(lags, default=None)
+
+
+def _gap_cause(gap_ms: float, first_token: bool, delivery: TokenDelivery, generator: GeneratorCheck | None,
+               lag_ms: float | None) -> tuple[str, str]:
+    """(name, evidence) of what explains a client time ``gap_ms`` above the server's."""
+    if first_token and delivery.bursts:
+        return "bursts", (f"bursts: the server sent its tokens in bursts ({delivery.describe()}): the client sees "
+                          "the first token only when its burst arrives, after the server counted it")
+    if (generator is not None and generator.generator_limited) or (lag_ms is not None and lag_ms >= _CLIENT_LAG_SHARE * gap_ms):
+        return "the client's own lag", (f"the client's own lag: the load generator's lag p99 {lag_ms or 0:.1f} ms"
+                                        + (" (it limited the run)" if generator and generator.generator_limited else ""))
+    lag = f"the client's lag p99 {lag_ms:.1f} ms" if lag_ms is not None else "the client's lag unobserved"
+    return "outside the server's clock", (
+        f"outside the server's clock: {lag}, {delivery.tokens_per_event or 0:.1f} tokens per event; the time "
+        "lies in the server's front end (HTTP, chat template and tokenizing before its clock starts; detokenizing "
+        "and streaming after it stops) or on the network")
+
+
+def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[RequestRecord],
+              generator: GeneratorCheck | None = None) -> ServerVsClient | None:
+    """The server's account against the client's, or None when the server keeps no request histograms.
+
+    ``generator``: the load generator's own state, which tells whether the client's lag explains a gap.
+    """
+    server = server_account(before, after)
+    if server is None:
         return None
     ok = [r for r in records if r.ok]
+    delivery = token_delivery(ok)
+    lag_ms = _client_lag_p99_ms(generator)
     client = {"prompt": sum(r.prompt_tokens or 0 for r in ok), "generation": sum(r.completion_tokens or 0 for r in ok)}
-    server = {"prompt": _window_increase(before, after, "prompt_tokens_total"),
-              "generation": _window_increase(before, after, "generation_tokens_total")}
-    server_ttft_ms, server_itl_ms = _mean_ms(before, after, "ttft"), _mean_ms(before, after, "itl")
+    counted = {"prompt": server.prompt_tokens, "generation": server.generation_tokens}
     client_ttft_ms = _client_mean_ms([r.ttft_s for r in ok if r.ttft_s is not None])
-    allowance_ms = (None if server_itl_ms is None or server_ttft_ms is None
-                    else TTFT_ALLOWANCE_MS + server_ttft_ms + HIDDEN_LEAD_TOKENS * server_itl_ms)
-    reasons = []
-    if server_requests != len(ok):
-        reasons.append(f"the server finished {server_requests:.0f} requests in the run's window, the client {len(ok)}")
+    client_e2e_ms = _client_mean_ms([r.e2e_s for r in ok])
+    ttft_allowance_ms = (None if server.mean_itl_ms is None or server.mean_ttft_ms is None
+                         else TTFT_ALLOWANCE_MS + server.mean_ttft_ms + HIDDEN_LEAD_TOKENS * server.mean_itl_ms)
+    e2e_allowance_ms = None if server.mean_e2e_ms is None else TTFT_ALLOWANCE_MS + E2E_FRONT_END_SHARE * server.mean_e2e_ms
+    reasons, causes = [], []
+
+    def gap(what: str, client_ms: float | None, server_ms: float | None, allowance_ms: float | None) -> None:
+        if client_ms is None or server_ms is None or allowance_ms is None or client_ms - server_ms <= allowance_ms:
+            return
+        name, evidence = _gap_cause(client_ms - server_ms, what == "TTFT", delivery, generator, lag_ms)
+        reasons.append(f"the client's mean {what} exceeds the server's by {client_ms - server_ms:.1f} ms, more than "
+                       f"the network and the server's front end explain ({allowance_ms:.1f} ms): cause: {name}")
+        if evidence not in causes:
+            causes.append(evidence)
+
+    if server.requests != len(ok):
+        reasons.append(f"the server finished {server.requests} requests in the run's window, the client {len(ok)}")
     for kind in ("prompt", "generation"):
-        if server[kind] is not None and server[kind] != client[kind]:
-            reasons.append(f"the server counted {server[kind]:.0f} {kind} tokens, the client's records {client[kind]}")
-    if server_ttft_ms is not None and client_ttft_ms is not None and allowance_ms is not None:
-        if client_ttft_ms - server_ttft_ms > allowance_ms:
-            reasons.append(f"the client's mean TTFT exceeds the server's by {client_ttft_ms - server_ttft_ms:.1f} ms, "
-                           f"more than network and scheduling explain ({allowance_ms:.1f} ms)")
-        elif client_ttft_ms < server_ttft_ms:
-            reasons.append(f"the client's mean TTFT is {server_ttft_ms - client_ttft_ms:.1f} ms below the server's, "
-                           "which no client can see: the server's window holds other requests")
+        if counted[kind] is not None and counted[kind] != client[kind]:
+            reasons.append(f"the server counted {counted[kind]} {kind} tokens, the client's records {client[kind]}")
+    gap("TTFT", client_ttft_ms, server.mean_ttft_ms, ttft_allowance_ms)
+    if server.mean_ttft_ms is not None and client_ttft_ms is not None and client_ttft_ms < server.mean_ttft_ms:
+        reasons.append(f"the client's mean TTFT is {server.mean_ttft_ms - client_ttft_ms:.1f} ms below the server's, "
+                       "which no client can see: the server's window holds other requests")
+    gap("E2E", client_e2e_ms, server.mean_e2e_ms, e2e_allowance_ms)
+    if server.mean_queue_ms is not None and server.mean_ttft_ms and server.mean_queue_ms >= QUEUE_SHARE * server.mean_ttft_ms:
+        causes.append(f"queueing on the server: requests waited {server.mean_queue_ms:.1f} ms in its queue, "
+                      f"{server.mean_queue_ms / server.mean_ttft_ms:.0%} of its own mean TTFT: more requests came "
+                      "than it runs at once")
     if len(ok) < len(records):
         reasons = [f"{reason} ({len(records) - len(ok)} requests failed or were cut short: the server may have "
                    "counted them)" for reason in reasons]
     return ServerVsClient(
-        server_requests=int(server_requests), client_requests=len(ok),
-        server_prompt_tokens=None if server["prompt"] is None else int(server["prompt"]), client_prompt_tokens=client["prompt"],
-        server_generation_tokens=None if server["generation"] is None else int(server["generation"]),
-        client_generation_tokens=client["generation"],
-        server_mean_ttft_ms=server_ttft_ms, client_mean_ttft_ms=client_ttft_ms,
-        server_mean_itl_ms=server_itl_ms, client_mean_itl_ms=_client_mean_ms([g for r in ok for g in r.itl_s]),
-        server_mean_e2e_ms=_mean_ms(before, after, "e2e"), client_mean_e2e_ms=_client_mean_ms([r.e2e_s for r in ok]),
-        server_mean_queue_ms=_mean_ms(before, after, "queue"), ttft_allowance_ms=allowance_ms,
-        suspect=bool(reasons), reasons=tuple(reasons))
+        server_requests=server.requests, client_requests=len(ok),
+        server_prompt_tokens=server.prompt_tokens, client_prompt_tokens=client["prompt"],
+        server_generation_tokens=server.generation_tokens, client_generation_tokens=client["generation"],
+        server_mean_ttft_ms=server.mean_ttft_ms, client_mean_ttft_ms=client_ttft_ms,
+        server_mean_itl_ms=server.mean_itl_ms, client_mean_itl_ms=_client_mean_ms([g for r in ok for g in r.itl_s]),
+        server_mean_e2e_ms=server.mean_e2e_ms, client_mean_e2e_ms=client_e2e_ms,
+        server_mean_queue_ms=server.mean_queue_ms, ttft_allowance_ms=ttft_allowance_ms,
+        suspect=bool(reasons), reasons=tuple(reasons), e2e_allowance_ms=e2e_allowance_ms,
+        tokens_per_event=delivery.tokens_per_event, client_lag_p99_ms=lag_ms, causes=tuple(causes))

@@ -15,9 +15,20 @@ import orjson
 
 from llmload.results.jsonl import iter_json_lines
 
-__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "read_records", "run_span_s"]
+__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "read_records", "run_span_s"]
 
 RECORD_SCHEMA_VERSION = 1
+
+
+def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
+    """Time per output token after the first, as vLLM defines it: (E2E - TTFT) / (tokens - 1).
+
+    None when the tokens came in fewer than two events: a server that sends an answer whole leaves
+    nothing to time between its tokens (the formula would give about 0).
+    """
+    if ttft_s is None or output_tokens is None or output_tokens < 2 or token_events < 2:
+        return None
+    return (e2e_s - ttft_s) / (output_tokens - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +52,7 @@ class RequestRecord:
     """Start to the first visible (final-answer, ``delta.content``) token."""
     tpot_s: float | None
     """(e2e - ttft) / (completion_tokens - 1): vLLM's formula, over our E2E (so it includes the wait
-    for the usage chunk and [DONE])."""
+    for the usage chunk and [DONE]); None when the tokens came in one event (see ``tpot_s``)."""
     itl_s: list[float] = field(default_factory=list)
     """Gaps between consecutive token-bearing events."""
     prompt_tokens: int | None = None
@@ -74,6 +85,11 @@ class RequestRecord:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def token_events(self) -> int:
+        """Events that carried tokens: the first, then one per inter-token gap."""
+        return 0 if self.ttft_s is None else len(self.itl_s) + 1
 
     def to_json_line(self) -> bytes:
         return orjson.dumps(self) + b"\n"

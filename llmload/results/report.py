@@ -44,7 +44,10 @@ def _with_ci(label: str, record: Any, name: str) -> str:
     return _row(label, getattr(record, name)) + _interval(getattr(record, f"{name}_ci95"))
 
 
-def _latency(d: Distribution, name: str, title: str) -> list[str]:
+def _latency(d: Distribution, name: str, title: str, unmeasurable: bool = False) -> list[str]:
+    """A latency's rows; ``unmeasurable``: every answer came in one event, so there is nothing to time."""
+    if unmeasurable:
+        return [_rule(title), _row(f"Mean {name} (ms):", "not measurable (every answer came in one event)")]
     return [
         _rule(title),
         _row(f"Mean {name} (ms):", d.mean),
@@ -126,7 +129,7 @@ def _server_account(account: ServerVsClient | None) -> list[str]:
     if account is None:
         return []
     a = account
-    verdict = "SUSPECT: " + "; ".join(a.reasons) if a.suspect else "no (counts equal, TTFT within reach)"
+    verdict = "SUSPECT: " + "; ".join(a.reasons) if a.suspect else "no (counts equal, TTFT and E2E within reach)"
     return [
         _rule("Server's own account (/metrics): server / client"),
         _row("Requests finished:", _pair(a.server_requests, a.client_requests)),
@@ -136,7 +139,9 @@ def _server_account(account: ServerVsClient | None) -> list[str]:
         _row("Mean ITL (ms):", _pair(a.server_mean_itl_ms, a.client_mean_itl_ms)),
         _row("Mean E2EL (ms):", _pair(a.server_mean_e2e_ms, a.client_mean_e2e_ms)),
         _row("Mean queue time, server only (ms):", a.server_mean_queue_ms),
+        _row("Tokens per event, client only:", a.tokens_per_event, 1),
         f"Suspect: {verdict}",
+        *(f"Cause found: {cause}" for cause in a.causes),
     ]
 
 
@@ -147,6 +152,7 @@ def format_result(summary: Summary) -> str:
     reasoning_share = summary.reasoning_ratio
     served_by = served_by_of(config)
     rehearsal = is_rehearsal(served_by)
+    one_event = summary.delivery is not None and summary.delivery.every_answer_in_one_event
     lines = [
         _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
         *_status(summary),
@@ -165,8 +171,8 @@ def format_result(summary: Summary) -> str:
         _with_ci("Output token throughput (tok/s):", summary, "output_throughput_tok_s"),
         _with_ci("Total token throughput (tok/s):", summary, "total_throughput_tok_s"),
         *_latency(summary.ttft_ms, "TTFT", "Time to First Token"),
-        *_latency(summary.tpot_ms, "TPOT", "Time per Output Token (excl. 1st token)"),
-        *_latency(summary.itl_ms, "ITL", "Inter-token Latency"),
+        *_latency(summary.tpot_ms, "TPOT", "Time per Output Token (excl. 1st token)", one_event),
+        *_latency(summary.itl_ms, "ITL", "Inter-token Latency", one_event),
         *_latency(summary.response_time_ms, "E2EL", "End-to-end Latency"),
         *_latency(summary.ttfvt_ms, "TTFVT", "Time to First Visible Token"),
         _rule("Reasoning"),
@@ -196,6 +202,7 @@ def format_result(summary: Summary) -> str:
     warning = limit_warning(generator) if generator else None
     if warning:
         lines.append(warning)
+    lines += [f"warning: {text}" for text in summary.warnings]
     return "\n".join(lines)
 
 

@@ -21,11 +21,13 @@ from llmload.errors import ResultsError
 from llmload.files import write_atomic
 from llmload.results.decode import decode
 from llmload.options import bare_model_name
-from llmload.results.records import RequestRecord, read_records
+from llmload.results.records import RequestRecord, read_records, tpot_s
+from llmload.results.server_metrics import read_samples
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
 __all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "LOCUST_FILES", "SampleWriter",
-           "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary"]
+           "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary",
+           "older_summary_version", "recompute_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -165,8 +167,40 @@ def rebuild_summary(run_dir: Path) -> Summary:
     if not isinstance(config, dict):
         config, missing = {}, [*missing, CONFIG_FILE]
     missing += [name for name in LOCUST_FILES if not (run_dir / name).exists()]
+    return dataclasses.replace(summarize(_records(samples), config), partial=True, missing=missing)
+
+
+def _records(samples: Path) -> list[RequestRecord]:
     try:
-        records = list(read_records(samples))
+        return list(read_records(samples))
     except (ValueError, TypeError) as e:
         raise ResultsError(f"{samples} is not a samples file ({e})") from None
-    return dataclasses.replace(summarize(records, config), partial=True, missing=missing)
+
+
+def older_summary_version(run_dir: Path) -> int | None:
+    """The schema version of the run's summary.json when an older suite wrote it and its samples.jsonl is there
+    to compute it again; None otherwise (no summary, a current or newer one, or one that is not a summary)."""
+    try:
+        version = orjson.loads((run_dir / SUMMARY_FILE).read_bytes()).get("schema_version")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    older = isinstance(version, int) and not isinstance(version, bool) and version < SUMMARY_SCHEMA_VERSION
+    return version if older and (run_dir / SAMPLES_FILE).is_file() else None
+
+
+def recompute_summary(run_dir: Path) -> Summary:
+    """An older suite's summary computed again by this one from the run's samples.jsonl and server_window.jsonl,
+    with what only the old summary.json holds (config, the generator's state, how the run ended); the file is
+    left as it is."""
+    path = run_dir / SUMMARY_FILE
+    try:
+        old = decode(Summary, orjson.loads(path.read_bytes()))  # an older version lacks only fields with defaults
+    except (OSError, orjson.JSONDecodeError, ResultsError) as e:
+        raise _kept_aside(path, f"is not a run summary ({e})") from None
+    window = run_dir / SERVER_WINDOW_FILE
+    # An older suite gave answers sent in one event a TPOT of about 0: their TPOT is taken again by today's formula.
+    records = [dataclasses.replace(r, tpot_s=tpot_s(r.e2e_s, r.ttft_s, r.completion_tokens, r.token_events))
+               for r in _records(run_dir / SAMPLES_FILE)]
+    summary = summarize(records, old.config, old.generator, read_samples(window) if window.is_file() else ())
+    return dataclasses.replace(summary, interrupted_by=old.interrupted_by, partial=old.partial, missing=old.missing,
+                               stopped_early=old.stopped_early)

@@ -21,24 +21,18 @@ import numpy as np
 from llmload.errors import ResultsError
 from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
-from llmload.results.provenance import rehearsal_speedup, served_by_of
+from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.generator import GeneratorCheck
+from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SloResult, check_slo, is_good
 
-__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "tpot_s", "distribution",
+__all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 1
-
-
-def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None) -> float | None:
-    """Time per output token after the first, as vLLM defines it: (E2E - TTFT) / (tokens - 1)."""
-    if ttft_s is None or output_tokens is None or output_tokens < 2:
-        return None
-    return (e2e_s - ttft_s) / (output_tokens - 1)
+SUMMARY_SCHEMA_VERSION = 2  # 2: delivery, warnings, server_vs_client's causes; no TPOT for answers sent in one event
 
 
 @dataclass(frozen=True)
@@ -211,6 +205,10 @@ class Summary(Measures):
     """The load generator's own state (CPU, read and event-loop lag); None when not observed."""
     server_vs_client: ServerVsClient | None = None
     """The server's own account of the run's window (its /metrics) beside the client's; None without one."""
+    delivery: TokenDelivery | None = None
+    """How the server delivered its tokens: tokens per token-bearing event, answers that came in one event."""
+    warnings: list[str] = field(default_factory=list)
+    """What the figures above cannot show, one sentence each (TPOT and ITL of answers sent in one event)."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -335,10 +333,25 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
+    delivery = token_delivery(measured)
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
                    slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
-                   server_vs_client=reconcile(server_window[0], server_window[-1], every) if len(server_window) >= 2 else None)
+                   server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)
+                                     if len(server_window) >= 2 else None),
+                   delivery=delivery, warnings=_delivery_warnings(delivery))
+
+
+def _delivery_warnings(delivery: TokenDelivery) -> list[str]:
+    """TPOT and ITL of answers that came in one event cannot be measured: say so rather than report about 0."""
+    if not delivery.one_event_requests:
+        return []
+    if delivery.every_answer_in_one_event:
+        return [f"every answer came in one event ({delivery.tokens_per_event:.1f} tokens per event): TPOT and ITL are "
+                "not measurable from the stream, and TTFT is the answer's end; the server's own inter-token latency "
+                "is in its account (server_vs_client)"]
+    return [f"{delivery.one_event_requests} of {delivery.requests} answers came in one event: TPOT and ITL leave "
+            "them out (not measurable)"]
 
 
 def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:

@@ -1,10 +1,15 @@
 """Pure: one metric table from vLLM bench's result JSON and llmload's summary.json, side by side.
 
 Metric names carry their unit (``mean_ttft_ms``, ``output_throughput_tok_s``); each tool gives one
-value per repeat. Two tools agree on a metric when the gap between their means is no wider than
-their run-to-run spreads (max - min over repeats) added together. Each row says what each tool
-measures; the rows after the shared ones (first token, first ITL gap, TTFVT, reasoning) show what a
-reasoning model sets apart, each from the tool that can measure it.
+value per repeat. The server referees what it counts itself: its /metrics over each tool's own runs
+give requests, tokens and mean TTFT, inter-token latency and E2E, and each tool's deviation from
+that account is its error in that run, whatever the server's speed then (on a small machine each
+tool's own CPU slows the server it measures). Two tools agree on such a metric when their deviations
+differ by at most SERVER_TOLERANCE_PCT points (counts: when both equal the server's); on any other,
+when the gap between their means is no wider than their run-to-run spreads (max - min over repeats)
+added together. Each row says what each tool measures; the rows after the shared ones (first token,
+first ITL gap, TTFVT, reasoning) show what a reasoning model sets apart, each from the tool that can
+measure it.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from typing import Any, Mapping, Sequence
 
 from llmload.results.summary import Summary, metric_value
 
-__all__ = ["METRICS", "Row", "bench_metrics", "suite_metrics", "compare", "format_table"]
+__all__ = ["METRICS", "SERVER_KEYS", "SERVER_TOLERANCE_PCT", "Row", "bench_metrics", "suite_metrics", "compare",
+           "format_table"]
 
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
 _STATS = ("mean", "median", "p99")
 # (metric, family): the family names the definitions the metric is measured by.
 _ROWS: tuple[tuple[str, str], ...] = (
+    *((m, "counts") for m in ("requests_completed", "total_input_tokens", "total_output_tokens")),
     *((m, "throughput") for m in ("request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s")),
     *((f"{stat}_{latency}_ms", latency) for latency in _LATENCIES for stat in _STATS),
     # What a reasoning model changes, each tool's own figure beside the other's where it has one.
@@ -29,22 +36,35 @@ _ROWS: tuple[tuple[str, str], ...] = (
     *((f"{stat}_ttfvt_ms", "ttfvt") for stat in _STATS), ("mean_reasoning_tokens", "reasoning"),
 )
 METRICS: tuple[str, ...] = tuple(metric for metric, _ in _ROWS)
+_COUNTS = tuple(metric for metric, family in _ROWS if family == "counts")
 """Every metric, in the table's order; a tool without a metric gives none (``n/a``)."""
+SERVER_KEYS = {"requests_completed": "requests", "total_input_tokens": "prompt_tokens",
+               "total_output_tokens": "generation_tokens", "mean_ttft_ms": "mean_ttft_ms",
+               "mean_tpot_ms": "mean_itl_ms", "mean_itl_ms": "mean_itl_ms", "mean_e2e_ms": "mean_e2e_ms"}
+"""The metrics the server counts itself: each one's field of results.reconcile.ServerAccount. Its inter-token
+latency referees TPOT too: with one output length for every request its mean is the mean per-request TPOT."""
+SERVER_TOLERANCE_PCT = 10.0
+"""Two tools agree on a metric the server counts when their deviations from its account differ by at most this."""
 
 # vLLM bench's own key for each metric it reports (its E2E is "e2el").
-_BENCH_KEYS = {"request_throughput_rps": "request_throughput", "output_throughput_tok_s": "output_throughput",
+_BENCH_KEYS = {"requests_completed": "completed", "total_input_tokens": "total_input_tokens",
+               "total_output_tokens": "total_output_tokens",
+               "request_throughput_rps": "request_throughput", "output_throughput_tok_s": "output_throughput",
                "total_throughput_tok_s": "total_token_throughput",
                **{f"{stat}_{latency}_ms": f"{stat}_{'e2el' if latency == 'e2e' else latency}_ms"
                   for latency in _LATENCIES for stat in _STATS}}
 # llmload's Summary: a distribution (its statistic appended) for latencies, a field for throughputs.
 _SUITE_LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms",
                     "ttfvt": "ttfvt_ms"}
-_SUITE_THROUGHPUTS = {"request_throughput_rps": "rps", "output_throughput_tok_s": "output_throughput_tok_s",
-                      "total_throughput_tok_s": "total_throughput_tok_s"}
+_SUITE_FIELDS = {"requests_completed": "requests_ok", "total_input_tokens": "prompt_tokens.total",
+                 "total_output_tokens": "output_tokens.total", "request_throughput_rps": "rps",
+                 "output_throughput_tok_s": "output_throughput_tok_s", "total_throughput_tok_s": "total_throughput_tok_s"}
 
 # What each tool measures: (vLLM bench, llmload), from vLLM 0.32's benchmarks/lib/endpoint_request_func.py
 # (openai-chat) and llmload/client/accumulator.py. Equal strings: the same definition.
 _DEFINITIONS = {
+    "counts": ("requests completed; prompt and completion tokens from the server's usage",
+               "requests completed; prompt and completion tokens from the server's usage"),
     "throughput": ("over its whole benchmark's wall time", "from the first request's start to the last one's end"),
     "ttft": ("to the first chunk with choices: the role-only chunk", "to the first chunk carrying a token, "
              "reasoning or answer"),
@@ -77,7 +97,7 @@ _REASONING = {
 
 @dataclass(frozen=True)
 class Row:
-    """One metric: each tool's values per repeat, and what each tool measures."""
+    """One metric: each tool's values per repeat, the server's account beside them, and what each tool measures."""
 
     metric: str
     vllm_bench: tuple[float, ...]
@@ -86,6 +106,9 @@ class Row:
     """(vLLM bench's, llmload's) definition; "none" for a tool without the metric."""
     reasoning: str
     """What a reasoning model changes in this metric; empty without reasoning."""
+    vllm_bench_deviation_pct: tuple[float, ...] = ()
+    """Per repeat where the server counted the metric: 100 * (the tool's value - the server's) / the server's."""
+    llmload_deviation_pct: tuple[float, ...] = ()
 
     @property
     def differs(self) -> bool:
@@ -105,6 +128,27 @@ class Row:
         if self.difference is None or min(len(self.vllm_bench), len(self.llmload)) < 2:
             return None
         return abs(self.difference) <= _spread(self.vllm_bench) + _spread(self.llmload)
+
+    @property
+    def refereed(self) -> bool:
+        """The server counted the metric in both tools' runs."""
+        return bool(self.vllm_bench_deviation_pct and self.llmload_deviation_pct)
+
+    @property
+    def agree_by_server(self) -> bool | None:
+        """Both tools read the server alike: their mean deviations from its account differ by at most
+        SERVER_TOLERANCE_PCT points (counts: every one equals the server's); None when the server did not count it."""
+        if not self.refereed:
+            return None
+        if self.metric in _COUNTS:
+            return not any(self.vllm_bench_deviation_pct) and not any(self.llmload_deviation_pct)
+        gap = statistics.fmean(self.llmload_deviation_pct) - statistics.fmean(self.vllm_bench_deviation_pct)
+        return abs(gap) <= SERVER_TOLERANCE_PCT
+
+    @property
+    def agree(self) -> bool | None:
+        """By the server where it counts the metric, else by both tools' spreads."""
+        return self.agree_by_server if self.refereed else self.within_spread
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -129,7 +173,7 @@ def bench_metrics(result: Mapping[str, Any]) -> dict[str, float | None]:
 
 def suite_metrics(summary: Summary) -> dict[str, float | None]:
     """The metrics of one llmload summary."""
-    metrics: dict[str, float | None] = {metric: metric_value(summary, key) for metric, key in _SUITE_THROUGHPUTS.items()}
+    metrics: dict[str, float | None] = {metric: metric_value(summary, key) for metric, key in _SUITE_FIELDS.items()}
     for latency, key in _SUITE_LATENCIES.items():
         for stat in _STATS:
             metrics[f"{stat}_{latency}_ms"] = metric_value(summary, f"{key}.{stat}")
@@ -138,12 +182,26 @@ def suite_metrics(summary: Summary) -> dict[str, float | None]:
     return metrics
 
 
+def _deviations_pct(values: Sequence[float | None], server: Sequence[float | None]) -> tuple[float, ...]:
+    """Per repeat where both are known: 100 * (value - server's) / server's."""
+    return tuple(100.0 * (value - by_server) / by_server for value, by_server in zip(values, server)
+                 if value is not None and by_server)
+
+
 def compare(vllm_bench: Mapping[str, Sequence[float | None]], llmload: Mapping[str, Sequence[float | None]],
-            reasoning: bool) -> list[Row]:
-    """One Row per metric; ``reasoning``: the model reasoned, which adds what that changes to the definitions."""
+            reasoning: bool, server: Mapping[str, Mapping[str, Sequence[float | None]]] | None = None) -> list[Row]:
+    """One Row per metric; ``reasoning``: the model reasoned, which adds what that changes to the definitions;
+    ``server``: per tool ("vllm_bench", "llmload"), the server's account of each metric in SERVER_KEYS, one value
+    per repeat, paired with the tool's."""
+    server = server or {}
+
+    def deviations(tool: str, values: Mapping[str, Sequence[float | None]], metric: str) -> tuple[float, ...]:
+        return _deviations_pct(values.get(metric, ()), server.get(tool, {}).get(metric, ()))
+
     return [Row(metric, tuple(v for v in vllm_bench.get(metric, ()) if v is not None),
                 tuple(v for v in llmload.get(metric, ()) if v is not None), _DEFINITIONS[family],
-                _REASONING.get(family, "") if reasoning else "")
+                _REASONING.get(family, "") if reasoning else "",
+                deviations("vllm_bench", vllm_bench, metric), deviations("llmload", llmload, metric))
             for metric, family in _ROWS]
 
 
@@ -154,15 +212,35 @@ def _cell(values: Sequence[float]) -> str:
     return f"{mean:.2f}" if len(values) < 2 else f"{mean:.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def _deviation_cell(deviations_pct: Sequence[float]) -> str:
+    if not deviations_pct:
+        return "n/a"
+    mean = statistics.fmean(deviations_pct)
+    spread = f" ({min(deviations_pct):+.1f} to {max(deviations_pct):+.1f})" if len(deviations_pct) > 1 else ""
+    return f"{mean:+.1f}%{spread}"
+
+
+AGREEMENT = (f"Agreement: where the server counts a metric, its /metrics over each tool's own runs referee it: the "
+             f"tools agree when their deviations from the server's account differ by at most {SERVER_TOLERANCE_PCT:g} "
+             "points (counts: when both equal the server's), whatever speed the server had in each run; elsewhere, "
+             "when the gap between the tools is no wider than both tools' run-to-run spreads together.")
+"""The line before the table: how agreement is judged."""
+
+
 def format_table(rows: Sequence[Row]) -> str:
-    """A Markdown table (each tool's mean (min-max over repeats), the difference, agreement, what each tool measures,
-    said once per family), then what reasoning changes, one line per family."""
-    lines = ["| metric | vLLM bench | llmload | llmload - vLLM | within spread | vLLM bench measures | llmload measures |",
-             "|---|---:|---:|---:|:---:|---|---|"]
+    """How agreement is judged, then a Markdown table (each tool's mean (min-max over repeats), the difference, each
+    tool's deviation from the server's account, agreement and what decided it, what each tool measures, said once
+    per family), then what reasoning changes, one line per family."""
+    lines = [AGREEMENT, "",
+             "| metric | vLLM bench | llmload | llmload - vLLM | vLLM bench - server | llmload - server | agree "
+             "| vLLM bench measures | llmload measures |",
+             "|---|---:|---:|---:|---:|---:|:---:|---|---|"]
     previous: tuple[str, str] | None = None
     notes: list[str] = []
     for row in rows:
-        agree = {True: "yes", False: "NO", None: "n/a"}[row.within_spread]
+        agree = {True: "yes", False: "NO", None: "n/a"}[row.agree]
+        if row.agree is not None:
+            agree += " (server)" if row.refereed else " (spread)"
         difference = "n/a" if row.difference is None else f"{row.difference:+.2f}"
         bench, suite = "", ""
         if row.definitions != previous:
@@ -170,8 +248,9 @@ def format_table(rows: Sequence[Row]) -> str:
             if row.reasoning:
                 notes.append(f"- {row.metric}: {row.reasoning}")
         previous = row.definitions
-        lines.append(f"| {row.metric} | {_cell(row.vllm_bench)} | {_cell(row.llmload)} | {difference} | {agree} "
-                     f"| {bench} | {suite} |")
+        lines.append(f"| {row.metric} | {_cell(row.vllm_bench)} | {_cell(row.llmload)} | {difference} "
+                     f"| {_deviation_cell(row.vllm_bench_deviation_pct)} | {_deviation_cell(row.llmload_deviation_pct)} "
+                     f"| {agree} | {bench} | {suite} |")
     if notes:
         lines += ["", "On a reasoning model:", *notes]
     return "\n".join(lines)

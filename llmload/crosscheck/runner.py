@@ -3,18 +3,23 @@
     OUT/vllm_bench/repeat-<i>.json, .log   `vllm bench serve --save-result --save-detailed` and its output
     OUT/vllm_bench/prompts-<i>.jsonl        the prompts it sent (its custom dataset)
     OUT/llmload/repeat-<i>/                 llmload's run (summary.json, samples.jsonl, load.log)
-    OUT/crosscheck.json                     {"vllm_bench": {metric: [one value per repeat]}, "llmload": {...}}
+    OUT/<tool>/server_window-<i>.jsonl      the server's /metrics scraped before and after that tool's run
+    OUT/crosscheck.json                     {"vllm_bench": {metric: [one value per repeat]}, "llmload": {...},
+                                             "server_account": {tool: {...}}, "deviation_from_server_pct": ...}
 
 Both send the same requests, text for text: llmload's PROMPTS=random:IN:OUT (random text of IN o200k
 tokens, OUT tokens forced with ignore_eos) given to vLLM's bench as its custom dataset, in the same
 order, at most USERS at once, REQUESTS per repeat, with the same temperature and reasoning_effort.
 Repeat i uses seed SEED + i, so no repeat meets prompts the server has cached; the order of the tools
-flips every repeat, so a server that warms up or slows down favours neither.
+flips every repeat, so a server that warms up or slows down favours neither. The server's own account
+of each run (its /metrics before and after) referees what it counts: each tool is set beside the
+server as it was during that tool's own run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -23,17 +28,21 @@ from pathlib import Path
 import orjson
 
 from llmload import options as opts
-from llmload.crosscheck.compare import METRICS, bench_metrics, compare, format_table, suite_metrics
+from llmload.crosscheck.compare import METRICS, SERVER_KEYS, SERVER_TOLERANCE_PCT, bench_metrics, compare, format_table, suite_metrics
 from llmload.errors import ConfigError, LoadTestError
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
+from llmload.loadtest.server_window import ServerWindow
 from llmload.processes import die_with_parent
+from llmload.results.reconcile import ServerAccount, server_account
 from llmload.results.storage import read_summary
 from llmload.results.summary import Summary
 
 __all__ = ["CROSSCHECK_SCHEMA_VERSION", "DEFAULT_WORKLOAD", "DEFAULT_REQUESTS", "DEFAULT_REPEATS", "random_workload", "run_crosscheck"]
 
-CROSSCHECK_SCHEMA_VERSION = 2  # 2: "definitions" holds each tool's definition apart ({metric: {tool: text}})
+# 2: "definitions" holds each tool's definition apart ({metric: {tool: text}}); 3: the server's account of each run
+# ("server_account", "deviation_from_server_pct"), "agree" judged by it, count metrics
+CROSSCHECK_SCHEMA_VERSION = 3
 DEFAULT_WORKLOAD = "random:256:128"
 """PROMPTS when it is left at its default (builtin, a set vLLM's bench cannot send)."""
 DEFAULT_REQUESTS = 100
@@ -114,6 +123,16 @@ def _suite_repeat(options: argparse.Namespace, host: str, model: str, seed: int,
     return suite_metrics(summary), summary
 
 
+_ACCOUNT_FIELDS = tuple(field.name for field in dataclasses.fields(ServerAccount))
+
+
+def _server_account(window: ServerWindow, requests: int, path: Path) -> ServerAccount | None:
+    """The server's account of the run just ended (None from a server without request histograms)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scrapes = window.close(requests, path)
+    return server_account(*scrapes) if scrapes else None
+
+
 def run_crosscheck(options: argparse.Namespace) -> int:
     """Runs both tools REPEATS times, writes OUT/crosscheck.json and prints the table; 0 when every run finished."""
     if not options.host:
@@ -128,21 +147,27 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     out = Path(options.out) if options.out else Path("results") / f"crosscheck-{opts.bare_model_name(model)}"
     if (out / "crosscheck.json").exists():
         raise ConfigError(f"OUT={out} already holds a crosscheck; choose another OUT")
-    values: dict[str, dict[str, list[float | None]]] = {tool: {m: [] for m in METRICS} for tool in ("vllm_bench", "llmload")}
+    tools = ("vllm_bench", "llmload")
+    values: dict[str, dict[str, list[float | None]]] = {tool: {m: [] for m in METRICS} for tool in tools}
+    accounts: dict[str, list[ServerAccount | None]] = {tool: [] for tool in tools}
     reasoning = False
     for repeat in range(repeats):
         seed = options.seed + repeat
-        order = ("vllm_bench", "llmload") if repeat % 2 == 0 else ("llmload", "vllm_bench")
+        order = tools if repeat % 2 == 0 else tools[::-1]
         for tool in order:
             print(f"repeat {repeat + 1}/{repeats}: {tool}", flush=True)
+            window = ServerWindow(options.host, api_key)
             if tool == "vllm_bench":
                 metrics = _bench_repeat(options, options.host, model, seed, requests, out, api_key)
             else:
                 metrics, summary = _suite_repeat(options, options.host, model, seed, requests, out, api_key)
                 reasoning = reasoning or bool(summary.reasoning_tokens.total)
+            accounts[tool].append(_server_account(window, requests, out / tool / f"server_window-{repeat}.jsonl"))
             for metric in METRICS:
                 values[tool][metric].append(metrics.get(metric))
-    rows = compare(values["vllm_bench"], values["llmload"], reasoning)
+    server = {tool: {metric: [None if a is None else getattr(a, key) for a in accounts[tool]]
+                     for metric, key in SERVER_KEYS.items()} for tool in tools}
+    rows = compare(values["vllm_bench"], values["llmload"], reasoning, server)
     input_len, output_len = random_workload(options.prompts)
     document = {"schema_version": CROSSCHECK_SCHEMA_VERSION, "host": options.host, "model": model,
                 "workload": {"input_tokens": input_len, "output_tokens": output_len, "requests": requests,
@@ -152,6 +177,17 @@ def run_crosscheck(options: argparse.Namespace) -> int:
                 # the other's.
                 "reasoning": reasoning, **{tool: {m: v for m, v in by_metric.items() if any(x is not None for x in v)}
                                            for tool, by_metric in values.items()},
+                # The server's own account of each tool's runs (one per repeat; null from a server without request
+                # histograms), and each tool's deviation from it.
+                "server_account": {tool: {field: [None if a is None else getattr(a, field) for a in accounts[tool]]
+                                          for field in _ACCOUNT_FIELDS} for tool in tools},
+                "deviation_from_server_pct": {"vllm_bench": {row.metric: list(row.vllm_bench_deviation_pct)
+                                                             for row in rows if row.vllm_bench_deviation_pct},
+                                              "llmload": {row.metric: list(row.llmload_deviation_pct)
+                                                          for row in rows if row.llmload_deviation_pct}},
+                "server_tolerance_pct": SERVER_TOLERANCE_PCT,
+                "agree": {row.metric: {"agree": row.agree, "judged_by": "server" if row.refereed else "spread"}
+                          for row in rows},
                 "within_spread": {row.metric: row.within_spread for row in rows},
                 "definitions": {row.metric: {"vllm_bench": row.definitions[0], "llmload": row.definitions[1],
                                              **({"reasoning": row.reasoning} if row.reasoning else {})}

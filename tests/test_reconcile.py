@@ -106,6 +106,21 @@ def test_an_e2e_gap_beyond_the_allowance_is_flagged_with_its_cause():
     assert late.causes[0].startswith("outside the server's clock: the client's lag p99 1.0 ms, 6.7 tokens per event")
 
 
+def test_a_ttft_gap_from_events_sent_together_names_the_front_ends_bursts():
+    # Token by token in events, but the first ten came at once (gaps under a tenth of the server's 20 ms ITL).
+    records = [_record(0.9, e2e_s=1.0, itl_s=[0.0005] * 9 + [0.01] * 10)] * 2
+    result = reconcile(BEFORE, _after(), records, _generator(1.0))
+    assert result.tokens_per_event == pytest.approx(1.0) and result.tokens_per_burst == pytest.approx(20 / 11)
+    assert result.reasons[0].endswith("cause: outside the server's clock")  # under 2 tokens per burst: not bursts
+    bursty = [_record(0.9, e2e_s=1.0, itl_s=[0.0005] * 14 + [0.01] * 5)] * 2
+    result = reconcile(BEFORE, _after(), bursty, _generator(1.0))
+    assert result.tokens_per_burst == pytest.approx(20 / 6) and result.reasons[0].endswith("cause: bursts")
+    assert result.causes[0].startswith("bursts: the server's front end fell behind its engine")
+    # A client that kept nothing waiting could not have merged them; one that lagged could have.
+    lagged = reconcile(BEFORE, _after(), bursty, _generator(2.0, limited=True))
+    assert lagged.reasons[0].endswith("cause: the client's own lag")
+
+
 @pytest.mark.parametrize("generator", [_generator(60.0), _generator(2.0, limited=True)])
 def test_a_gap_the_clients_own_lag_explains_names_it(generator):
     late = reconcile(BEFORE, _after(), [_record(0.11, e2e_s=1.05)] * 2, generator)  # 100 ms above the server's E2E

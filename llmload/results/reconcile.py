@@ -4,8 +4,9 @@ vLLM's histograms give sums and counts, so the difference of two scrapes is the 
 exactly the run's window. A run is ``suspect`` when the server counted other tokens or requests than
 the client sent (other traffic, lost records), or when the client's TTFT or E2E exceeds the server's
 by more than the network and the server's front end explain. Each such gap names the cause the
-account points to: a server that sent its tokens in bursts, the client's own lag, or else time spent
-outside the server's clock (its front end or the network). Queueing on the server, inside its own
+account points to: a server that sent its tokens in bursts (several in one event, or events together
+once its front end fell behind), the client's own lag, or else time spent outside the server's clock
+(its front end or the network). Queueing on the server, inside its own
 TTFT, is named when it takes most of that TTFT.
 """
 
@@ -15,12 +16,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from llmload.results.delivery import TokenDelivery, token_delivery
+from llmload.results.delivery import BURST_TOKENS_PER_EVENT, TokenDelivery, token_delivery
 from llmload.results.generator import GeneratorCheck
 from llmload.results.records import RequestRecord
 from llmload.results.server_metrics import MetricsSample, counter_increase
 
-__all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "E2E_FRONT_END_SHARE", "QUEUE_SHARE", "ServerAccount",
+__all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "E2E_FRONT_END_SHARE", "BURST_GAP_SHARE", "QUEUE_SHARE", "ServerAccount",
            "ServerVsClient", "server_account", "reconcile"]
 
 TTFT_ALLOWANCE_MS = 50.0
@@ -33,6 +34,8 @@ HIDDEN_LEAD_TOKENS = 4
 E2E_FRONT_END_SHARE = 0.05
 """Client E2E above the server's that the front end may add beyond TTFT_ALLOWANCE_MS, as a share of the
 server's E2E: it detokenizes and streams every token outside the engine's clock."""
+BURST_GAP_SHARE = 0.1
+"""Token events less than this share of the server's mean inter-token latency apart came in one burst."""
 QUEUE_SHARE = 0.5
 """Share of the server's own TTFT spent waiting in its queue from which queueing is named as a cause."""
 _CLIENT_LAG_SHARE = 0.5
@@ -84,6 +87,9 @@ class ServerVsClient:
     """How far the client's mean E2E may exceed the server's: TTFT_ALLOWANCE_MS + E2E_FRONT_END_SHARE of it."""
     tokens_per_event: float | None = None
     """The client's output tokens per token-bearing event: about 1 token by token, the answer's length in bursts."""
+    tokens_per_burst: float | None = None
+    """Output tokens per burst of token events less than BURST_GAP_SHARE of the server's mean ITL apart: about 1
+    when its front end keeps up, more when it falls behind its engine and sends what was made meanwhile at once."""
     client_lag_p99_ms: float | None = None
     """The load generator's own lag (the worst p99 of its event-loop and arrival-to-read lags); None unobserved."""
     causes: tuple[str, ...] = ()
@@ -129,15 +135,26 @@ def _client_lag_p99_ms(generator: GeneratorCheck | None) -> float | None:
     return max(lags, default=None)
 
 
-def _gap_cause(gap_ms: float, first_token: bool, delivery: TokenDelivery, generator: GeneratorCheck | None,
-               lag_ms: float | None) -> tuple[str, str]:
+def _tokens_per_burst(records: Sequence[RequestRecord], min_gap_s: float) -> float | None:
+    """Output tokens per run of token events less than ``min_gap_s`` apart (successful requests of 2+ tokens)."""
+    counted = [r for r in records if r.ok and (r.completion_tokens or 0) >= 2 and r.token_events]
+    bursts = sum(1 + sum(1 for gap in r.itl_s if gap >= min_gap_s) for r in counted)
+    return sum(r.completion_tokens or 0 for r in counted) / bursts if bursts else None
+
+
+def _gap_cause(gap_ms: float, first_token: bool, delivery: TokenDelivery, tokens_per_burst: float | None,
+               generator: GeneratorCheck | None, lag_ms: float | None) -> tuple[str, str]:
     """(name, evidence) of what explains a client time ``gap_ms`` above the server's."""
-    if first_token and delivery.bursts:
+    if first_token and delivery.bursts:  # several tokens in one event: the server's doing, whatever the client's lag
         return "bursts", (f"bursts: the server sent its tokens in bursts ({delivery.describe()}): the client sees "
                           "the first token only when its burst arrives, after the server counted it")
     if (generator is not None and generator.generator_limited) or (lag_ms is not None and lag_ms >= _CLIENT_LAG_SHARE * gap_ms):
         return "the client's own lag", (f"the client's own lag: the load generator's lag p99 {lag_ms or 0:.1f} ms"
                                         + (" (it limited the run)" if generator and generator.generator_limited else ""))
+    if first_token and tokens_per_burst is not None and tokens_per_burst >= BURST_TOKENS_PER_EVENT:
+        return "bursts", (f"bursts: the server's front end fell behind its engine and sent the token events made "
+                          f"meanwhile together ({tokens_per_burst:.1f} tokens per burst of events under "
+                          f"{BURST_GAP_SHARE:.0%} of its inter-token latency apart): the first token came with later ones")
     lag = f"the client's lag p99 {lag_ms:.1f} ms" if lag_ms is not None else "the client's lag unobserved"
     return "outside the server's clock", (
         f"outside the server's clock: {lag}, {delivery.tokens_per_event or 0:.1f} tokens per event; the time "
@@ -157,6 +174,8 @@ def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[Req
     ok = [r for r in records if r.ok]
     delivery = token_delivery(ok)
     lag_ms = _client_lag_p99_ms(generator)
+    tokens_per_burst = (None if server.mean_itl_ms is None
+                        else _tokens_per_burst(ok, BURST_GAP_SHARE * server.mean_itl_ms / 1000.0))
     client = {"prompt": sum(r.prompt_tokens or 0 for r in ok), "generation": sum(r.completion_tokens or 0 for r in ok)}
     counted = {"prompt": server.prompt_tokens, "generation": server.generation_tokens}
     client_ttft_ms = _client_mean_ms([r.ttft_s for r in ok if r.ttft_s is not None])
@@ -169,7 +188,7 @@ def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[Req
     def gap(what: str, client_ms: float | None, server_ms: float | None, allowance_ms: float | None) -> None:
         if client_ms is None or server_ms is None or allowance_ms is None or client_ms - server_ms <= allowance_ms:
             return
-        name, evidence = _gap_cause(client_ms - server_ms, what == "TTFT", delivery, generator, lag_ms)
+        name, evidence = _gap_cause(client_ms - server_ms, what == "TTFT", delivery, tokens_per_burst, generator, lag_ms)
         reasons.append(f"the client's mean {what} exceeds the server's by {client_ms - server_ms:.1f} ms, more than "
                        f"the network and the server's front end explain ({allowance_ms:.1f} ms): cause: {name}")
         if evidence not in causes:
@@ -201,4 +220,5 @@ def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[Req
         server_mean_e2e_ms=server.mean_e2e_ms, client_mean_e2e_ms=client_e2e_ms,
         server_mean_queue_ms=server.mean_queue_ms, ttft_allowance_ms=ttft_allowance_ms,
         suspect=bool(reasons), reasons=tuple(reasons), e2e_allowance_ms=e2e_allowance_ms,
-        tokens_per_event=delivery.tokens_per_event, client_lag_p99_ms=lag_ms, causes=tuple(causes))
+        tokens_per_event=delivery.tokens_per_event, tokens_per_burst=tokens_per_burst, client_lag_p99_ms=lag_ms,
+        causes=tuple(causes))

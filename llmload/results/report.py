@@ -139,7 +139,7 @@ def _server_account(account: ServerVsClient | None) -> list[str]:
         _row("Mean ITL (ms):", _pair(a.server_mean_itl_ms, a.client_mean_itl_ms)),
         _row("Mean E2EL (ms):", _pair(a.server_mean_e2e_ms, a.client_mean_e2e_ms)),
         _row("Mean queue time, server only (ms):", a.server_mean_queue_ms),
-        _row("Tokens per event, client only:", a.tokens_per_event, 1),
+        _row("Tokens per event / per burst, client:", f"{_number(a.tokens_per_event, 1)} / {_number(a.tokens_per_burst, 1)}"),
         f"Suspect: {verdict}",
         *(f"Cause found: {cause}" for cause in a.causes),
     ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from llmload.results.delivery import BURST_TOKENS_PER_EVENT, TokenDelivery, token_delivery
-from llmload.results.generator import GeneratorCheck
+from llmload.results.generator import MASTER, GeneratorCheck
 from llmload.results.records import RequestRecord
 from llmload.results.server_metrics import MetricsSample, counter_increase
 
@@ -130,8 +130,9 @@ def _client_mean_ms(values_s: Sequence[float]) -> float | None:
 
 
 def _client_lag_p99_ms(generator: GeneratorCheck | None) -> float | None:
-    lags = [lag.p99 for p in generator.processes for lag in (p.event_loop_lag_ms, p.arrival_to_read_lag_ms)
-            if lag.p99 is not None] if generator else []
+    """The worst p99 lag of the processes that send and read (a master's lag delays no measurement)."""
+    lags = [lag.p99 for p in generator.processes if p.name != MASTER
+            for lag in (p.event_loop_lag_ms, p.arrival_to_read_lag_ms) if lag.p99 is not None] if generator else []
     return max(lags, default=None)
 
 
@@ -149,8 +150,10 @@ def _gap_cause(gap_ms: float, first_token: bool, delivery: TokenDelivery, tokens
         return "bursts", (f"bursts: the server sent its tokens in bursts ({delivery.describe()}): the client sees "
                           "the first token only when its burst arrives, after the server counted it")
     if (generator is not None and generator.generator_limited) or (lag_ms is not None and lag_ms >= _CLIENT_LAG_SHARE * gap_ms):
+        limited = generator is not None and generator.generator_limited
+        why = f": {generator.cause}" if limited and generator.cause else ""
         return "the client's own lag", (f"the client's own lag: the load generator's lag p99 {lag_ms or 0:.1f} ms"
-                                        + (" (it limited the run)" if generator and generator.generator_limited else ""))
+                                        + (f" (it limited the run{why})" if limited else ""))
     if first_token and tokens_per_burst is not None and tokens_per_burst >= BURST_TOKENS_PER_EVENT:
         return "bursts", (f"bursts: the server's front end fell behind its engine and sent the token events made "
                           f"meanwhile together ({tokens_per_burst:.1f} tokens per burst of events under "

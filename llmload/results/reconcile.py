@@ -149,9 +149,9 @@ def _gap_cause(gap_ms: float, first_token: bool, delivery: TokenDelivery, tokens
     if first_token and delivery.bursts:  # several tokens in one event: the server's doing, whatever the client's lag
         return "bursts", (f"bursts: the server sent its tokens in bursts ({delivery.describe()}): the client sees "
                           "the first token only when its burst arrives, after the server counted it")
-    if (generator is not None and generator.generator_limited) or (lag_ms is not None and lag_ms >= _CLIENT_LAG_SHARE * gap_ms):
-        limited = generator is not None and generator.generator_limited
-        why = f": {generator.cause}" if limited and generator.cause else ""
+    limited = generator is not None and generator.generator_limited
+    if limited or (lag_ms is not None and lag_ms >= _CLIENT_LAG_SHARE * gap_ms):
+        why = f": {generator.cause}" if generator is not None and limited and generator.cause else ""
         return "the client's own lag", (f"the client's own lag: the load generator's lag p99 {lag_ms or 0:.1f} ms"
                                         + (f" (it limited the run{why})" if limited else ""))
     if first_token and tokens_per_burst is not None and tokens_per_burst >= BURST_TOKENS_PER_EVENT:

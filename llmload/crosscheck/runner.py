@@ -150,6 +150,7 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     tools = ("vllm_bench", "llmload")
     values: dict[str, dict[str, list[float | None]]] = {tool: {m: [] for m in METRICS} for tool in tools}
     accounts: dict[str, list[ServerAccount | None]] = {tool: [] for tool in tools}
+    limited: list[str | None] = []  # per llmload repeat: the cause its self-check found when it limited the run
     reasoning = False
     for repeat in range(repeats):
         seed = options.seed + repeat
@@ -162,6 +163,8 @@ def run_crosscheck(options: argparse.Namespace) -> int:
             else:
                 metrics, summary = _suite_repeat(options, options.host, model, seed, requests, out, api_key)
                 reasoning = reasoning or bool(summary.reasoning_tokens.total)
+                generator = summary.generator
+                limited.append((generator.cause or "yes") if generator and generator.generator_limited else None)
             accounts[tool].append(_server_account(window, requests, out / tool / f"server_window-{repeat}.jsonl"))
             for metric in METRICS:
                 values[tool][metric].append(metrics.get(metric))
@@ -189,10 +192,15 @@ def run_crosscheck(options: argparse.Namespace) -> int:
                 "agree": {row.metric: {"agree": row.agree, "judged_by": "server" if row.refereed else "spread"}
                           for row in rows},
                 "within_spread": {row.metric: row.within_spread for row in rows},
+                "llmload_generator_limited": limited,
                 "definitions": {row.metric: {"vllm_bench": row.definitions[0], "llmload": row.definitions[1],
                                              **({"reasoning": row.reasoning} if row.reasoning else {})}
                                 for row in rows}}
     write_atomic(out / "crosscheck.json", orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     print(format_table(rows))
+    if any(limited):
+        named = ", ".join(f"{i + 1} ({cause})" for i, cause in enumerate(limited) if cause)
+        print(f"warning: llmload's self-check found its load generator limited in repeat {named}: on a machine this "
+              "busy each tool's timings carry its own lag, which the server's account cannot remove (its counts hold)")
     print(f"Results: {out}/crosscheck.json (each tool's runs under {out}/vllm_bench and {out}/llmload)")
     return 0

@@ -93,7 +93,8 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
             time.sleep(0.5)
         point = series["points"][0]
         assert {"t_s", "ttft_ms_p50", "ttft_ms_p90", "ttfvt_ms_p50", "itl_ms_p50", "itl_ms_p90", "output_tok_s"} <= point.keys()
-        assert point["ttft_ms_p50"] >= 100.0 and point["output_tok_s"] > 0  # the target's fixed 100 ms TTFT
+        # the target's fixed 100 ms TTFT, within the live histogram's bucket (2.2%)
+        assert point["ttft_ms_p50"] >= 100.0 * 0.975 and point["output_tok_s"] > 0
         assert series["run_dir"].endswith("-h100-gpt-oss-20b-high-u3")  # named from the form, not from the start
         rows = json.loads(_get(base + "/stats/requests"))["extended_stats"][0]["data"]
         assert rows[0]["metric"] == f"results folder: {series['run_dir']}"

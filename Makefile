@@ -14,7 +14,7 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast bench bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -85,6 +85,9 @@ bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed
 	$(PY) bench/client_bench.py
 	$(PY) bench/prompts_bench.py
 	$(PY) bench/figures_bench.py
+
+bench-product: $(VENV)/.installed  ## make load itself against the target's send log: 16, 256, 1,000 streams started together, WORKERS 0-2, beside the bare client (bench/RESULTS.md)
+	$(PY) bench/product_bench.py --bare
 
 bench-peers: $(VENV)/.installed  ## vllm bench serve, AIPerf and GuideLLM beside the raw client against the target's send log (AIPerf and GuideLLM go into throwaway venvs under /tmp/llmload-peers)
 	$(PY) bench/peers_bench.py

@@ -4,17 +4,17 @@ import json
 import socket
 import struct
 import sys
-import threading
 import time
 
 import pytest
 
+from factories import make_record
 from llmload.client.arrival import (KernelArrivalReader, ReadArrivalReader, RealtimeToMonotonic, arrival_reader,
                                     event_ends)
 from llmload.client.readstats import ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
 from llmload.results.histogram import LogHistogram
-from llmload.results.records import RequestRecord, read_records
+from llmload.results.records import read_records
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
@@ -161,7 +161,7 @@ def test_histogram_quantiles_are_within_its_bucket_width_and_merge():
 
 
 def test_records_written_before_the_field_read_as_user_stamps(tmp_path):
-    record = RequestRecord("r", "p", 1.0, 2.0, 0.5, 0.1, 0.2, 0.01)
+    record = make_record(start_unix_s=1.0, start_monotonic_s=2.0, e2e_s=0.5, ttft_s=0.1, ttfvt_s=0.2, tpot_s=0.01)
     line = json.loads(record.to_json_line())
     del line["arrival_stamps"]
     path = tmp_path / "samples.jsonl"

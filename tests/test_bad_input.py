@@ -64,7 +64,7 @@ CASES = {
     "report on a corrupt summary": (lambda t, out: ["report", str(_run_folder_with(t, "{not json"))], "not valid JSON"),
     "report on a summary of something else": (lambda t, out: ["report", str(_run_folder_with(t, "[1, 2]"))], "not a run summary"),
     "report on a file": (lambda t, out: ["report", str(_file(t, "summary.json"))], "is a file"),
-    "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is not 2"),
+    "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is newer than this llmload reads"),
     "report on a summary with a number as text": (lambda t, out: ["report", str(_run_folder_with(t, _summary_with(requests_ok="12")))], "requests_ok: '12' is not an int"),
     "VERIFY does not answer": (lambda t, out: ["prompts", "SIZES=2k", "COUNT=5", f"VERIFY=http://127.0.0.1:{free_port()}", f"OUT={out}"], "VERIFY="),
     "COUNT=0": (lambda t, out: ["prompts", "COUNT=0", f"OUT={out}"], "COUNT=0"),

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import run_cli
-from llmload.results.records import RequestRecord
+from factories import make_record
 from llmload.results.slo import certain_failure
 from llmload.results.summary import summarize
 from llmload.options import parse_slos
@@ -64,8 +64,7 @@ def test_the_interval_comes_from_certain_verdicts_only():
 @pytest.mark.pure
 def test_certain_failure_needs_the_whole_interval_over_the_limit():
     def rec(tpot_s, effort=None):
-        return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,
-                             ttft_s=0.1, ttfvt_s=None, tpot_s=tpot_s, effort=effort)
+        return make_record(e2e_s=1.0, tpot_s=tpot_s, effort=effort)
     slos = parse_slos("tpot_median<=30ms")
     assert certain_failure(slos, [rec(0.031)] * 5) is None  # too few samples for a 99.5% interval
     reason = certain_failure(slos, [rec(0.031)] * 20)
@@ -152,8 +151,8 @@ def test_a_rehearsal_judges_the_played_gpu(tmp_path):
 @pytest.mark.pure
 def test_one_sure_miss_makes_a_failing_step_certain():
     def rec(ttft_s, tpot_s):
-        return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=float(ttft_s), e2e_s=1.0,
-                             ttft_s=ttft_s, ttfvt_s=None, tpot_s=tpot_s, completion_tokens=10, answered=True)
+        return make_record(start_monotonic_s=float(ttft_s), e2e_s=1.0, ttft_s=ttft_s, tpot_s=tpot_s, completion_tokens=10,
+                           answered=True)
     # TTFT always 0.5 s: surely over 0.1 s. TPOT straddles 30 ms: unsure. The step surely fails all the same.
     records = [rec(0.5, 0.029 if i % 2 else 0.031) for i in range(40)]
     summary = summarize(records, {"slo": "ttft_median<=100ms,tpot_median<=30ms"})

@@ -9,7 +9,7 @@ import pytest
 
 from llmload.client.raw import RawChatClient
 from llmload.control_http import split_base_url
-from llmload.client.measure import RequestFailed, measure_request
+from llmload.client.measure import measure_request
 
 
 class ScriptedServer:

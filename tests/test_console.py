@@ -4,7 +4,6 @@ import io
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from conftest import REPO, run_cli
 from llmload import options as opts

@@ -9,7 +9,8 @@ from conftest import run_cli
 from llmload.errors import ConfigError
 from llmload.loadtest.efforts import EffortDraw
 from llmload.options import effort_shares, parse_run_args
-from llmload.results.records import RequestRecord, read_records
+from factories import make_record
+from llmload.results.records import read_records
 from llmload.results.report import format_result
 from llmload.results.summary import summarize
 from llmload.sim import start_sim, stop_sim
@@ -57,9 +58,8 @@ def test_drawn_shares_are_within_sampling_error_and_seeded():
     assert {EffortDraw({"low": 1.0}, 0).next() for _ in range(10)} == {"low"}
 
 
-def _record(start_s: float, e2e_s: float, effort: str | None) -> RequestRecord:
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start_s, e2e_s=e2e_s,
-                         ttft_s=e2e_s / 2, ttfvt_s=None, tpot_s=None, completion_tokens=10, effort=effort)
+def _record(start_s: float, e2e_s: float, effort: str | None):
+    return make_record(start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=e2e_s / 2, tpot_s=None, completion_tokens=10, effort=effort)
 
 
 @pytest.mark.pure

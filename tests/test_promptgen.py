@@ -1,6 +1,5 @@
 """Prompt generation: token targets, determinism, diversity, and template errors with file and line."""
 
-import random
 import shutil
 from pathlib import Path
 

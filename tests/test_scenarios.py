@@ -9,7 +9,7 @@ import pytest
 
 from llmload.errors import ConfigError
 from llmload.options import option_by_key, parse_duration_s, parse_run_args
-from llmload.sweep.scenarios import Cell, Scenario, ScenarioError, cell_key, cell_options, load_scenario, make_cell
+from llmload.sweep.scenarios import Scenario, ScenarioError, cell_key, cell_options, load_scenario, make_cell
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 

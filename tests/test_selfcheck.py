@@ -9,7 +9,6 @@ from conftest import run_cli
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.results.generator import ProcessLoad, check, limit_warning
 from llmload.results.histogram import LogHistogram
-from llmload.results.report import format_result
 
 
 def _lag(*values_s):

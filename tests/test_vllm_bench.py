@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from llmload.results.records import RequestRecord
+from factories import make_record
 from llmload.results.vllm_bench import vllm_bench_result
 
 # The keys vLLM's benchmarks/serve.py (main_async's result_json, benchmark()'s result and process_one_metric)
@@ -22,8 +22,8 @@ PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start
 
 
 def record(n, start_s, e2e_s, ttft_s, itl_s, prompt, output, error=None, warmup=False):
-    return RequestRecord(f"r{n}", "p", 0.0, start_s, e2e_s, ttft_s, ttft_s, None if (output or 0) < 2 else (e2e_s - ttft_s) / (output - 1),
-                         itl_s, prompt, output, 0, error=error, warmup=warmup)
+    return make_record(request_id=f"r{n}", start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=ttft_s, ttfvt_s=ttft_s, itl_s=itl_s,
+                       prompt_tokens=prompt, completion_tokens=output, reasoning_tokens=0, error=error, warmup=warmup)
 
 
 def test_literal_records():

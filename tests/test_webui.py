@@ -11,8 +11,8 @@ import urllib.request
 import pytest
 
 from conftest import REPO
+from factories import make_record
 from llmload.loadtest.live import WINDOW_S, LiveStats
-from llmload.results.records import RequestRecord
 
 
 class Clock:
@@ -24,8 +24,8 @@ class Clock:
 
 
 def record(start, ttft, itl, tokens, reason="stop", answered=True, ttfvt=None, error=None):
-    return RequestRecord("r", "p", start, 0.0, ttft + sum(itl), ttft, ttfvt, None, itl, 10, tokens, 2,
-                         finish_reason=reason, answered=answered, error=error)
+    return make_record(start_unix_s=start, ttft_s=ttft, ttfvt_s=ttfvt, tpot_s=None, itl_s=itl, prompt_tokens=10,
+                       completion_tokens=tokens, reasoning_tokens=2, finish_reason=reason, answered=answered, error=error)
 
 
 def test_series_per_window_and_rows():

@@ -102,6 +102,7 @@ def slow_sim():
     stop_sim(process)
 
 
+@pytest.mark.integration
 def test_slow_answers_do_not_slow_poisson_arrivals(slow_sim, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={slow_sim}", "RATE=40", "REQUESTS=200", "MAX_TOKENS=10", "EFFORT=low", f"OUT={out}")
@@ -121,6 +122,7 @@ def test_slow_answers_do_not_slow_poisson_arrivals(slow_sim, tmp_path):
     assert "Open-loop arrivals" in done.stdout
 
 
+@pytest.mark.integration
 def test_max_concurrency_caps_requests_in_flight_and_records_the_wait(slow_sim, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={slow_sim}", "RATE=20", "ARRIVALS=constant", "MAX_CONCURRENCY=2", "REQUESTS=24",

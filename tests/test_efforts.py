@@ -40,8 +40,9 @@ def test_bad_efforts_are_refused_in_one_line(text, message):
     assert str(caught.value).startswith("EFFORT=") and message in str(caught.value)
 
 
-def test_the_cli_refuses_a_bad_mix_with_exit_2_and_one_line():
-    done = run_cli("load", "EFFORT=mix:low=70,ultra=30")
+@pytest.mark.pure
+def test_the_cli_refuses_a_bad_mix_with_exit_2_and_one_line(cli):
+    done = cli("load", "EFFORT=mix:low=70,ultra=30")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'ultra=30' is not effort=weight" in done.stderr
 
 
@@ -82,6 +83,7 @@ def test_one_effort_or_old_records_have_no_breakdown():
     assert summarize([_record(0.0, 1.0, None)]).by_effort == {}
 
 
+@pytest.mark.integration
 def test_a_mixed_run_sends_each_requests_effort_and_records_it(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "0"])
     try:

@@ -4,6 +4,7 @@ import json
 import time
 
 import gevent
+import pytest
 
 from conftest import run_cli
 from llmload.loadtest.selfcheck import GeneratorMonitor
@@ -18,6 +19,7 @@ def _lag(*values_s):
     return histogram
 
 
+@pytest.mark.pure
 def test_a_process_over_its_limits_is_named_and_one_that_kept_up_is_not():
     calm = ProcessLoad("worker 1", wall_s=10.0, cpu_s=3.0, wakeups=100, events=150, max_events_per_wakeup=4,
                        read_lag=_lag(*[1e-4] * 99, 2e-3), loop_lag=_lag(*[5e-4] * 100))
@@ -66,6 +68,7 @@ def test_the_masters_lag_delays_no_request():
     assert check([master, worker]).generator_limited is False
 
 
+@pytest.mark.pure
 def test_a_deliberately_starved_event_loop_is_flagged():
     monitor = GeneratorMonitor("load process", probe_interval_s=0.01)
 
@@ -85,6 +88,7 @@ def test_a_deliberately_starved_event_loop_is_flagged():
     assert any("event-loop lag" in reason for reason in process["limits"])
 
 
+@pytest.mark.integration
 def test_a_run_reports_its_generator(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=4", "REQUESTS=8", "MAX_TOKENS=12", "EFFORT=low", f"OUT={out}")

@@ -2,7 +2,6 @@
 
 import pytest
 
-from conftest import run_cli
 from factories import make_record
 from llmload.errors import ConfigError
 from llmload.options import Slo, parse_run_args, parse_slos
@@ -36,8 +35,9 @@ def test_bad_slos_are_refused(text, message):
     assert str(caught.value).startswith(f"SLO={text!r}: ") and message in str(caught.value)
 
 
-def test_the_cli_refuses_a_bad_slo_with_exit_2_and_one_line():
-    done = run_cli("load", "SLO=ttft_p90<=2")
+@pytest.mark.pure
+def test_the_cli_refuses_a_bad_slo_with_exit_2_and_one_line(cli):
+    done = cli("load", "SLO=ttft_p90<=2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs a unit" in done.stderr
 
 

@@ -28,6 +28,7 @@ def record(start, ttft, itl, tokens, reason="stop", answered=True, ttfvt=None, e
                        completion_tokens=tokens, reasoning_tokens=2, finish_reason=reason, answered=answered, error=error)
 
 
+@pytest.mark.pure
 def test_series_per_window_and_rows():
     clock = Clock(1000.0)
     live = LiveStats(clock)
@@ -65,6 +66,7 @@ def _get(url, data=None):
         return response.read()
 
 
+@pytest.mark.integration
 def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed, tmp_path):
     port = _free_port()
     ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(REPO / "locustfile.py"), "--host", sim_fixed,
@@ -108,6 +110,7 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
         ui.wait(30)
 
 
+@pytest.mark.integration
 def test_make_ui_against_the_built_in_target_does_not_offer_what_it_cannot_change(tmp_path):
     port = _free_port()
     ui = subprocess.Popen([sys.executable, "-m", "llmload", "ui", f"WEB_PORT={port}", "USERS=2"], cwd=REPO,

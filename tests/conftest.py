@@ -2,15 +2,18 @@
 
 Every test carries exactly one tier, a module's ``pytestmark`` or its own mark (collection fails otherwise):
     pure         no process, no socket, no file of the working tree that a command writes (`make test-fast`);
-                 a pure test that starts a process or opens a network socket fails at that call
+                 a pure test that starts a process or opens a network socket fails at that call, and runs
+                 in an empty folder (a relative prompts/ or results/ finds nothing)
     integration  servers and subprocesses: the built-in target, Locust, the CLI as a process
     vllm         the real vLLM (CPU build) from ~/.cache/llmload
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -20,6 +23,12 @@ from llmload.sim import start_sim, stop_sim
 
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("pure", "integration", "vllm")
+_EMPTY_FOLDER = Path(tempfile.mkdtemp(prefix="llmload-pure-"))
+"""Where a pure test runs: a folder with nothing in it."""
+
+
+def pytest_sessionfinish() -> None:
+    shutil.rmtree(_EMPTY_FOLDER, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,6 +65,7 @@ def _kept_pure(item: pytest.Item) -> Iterator[None]:
             patch.setattr(os, name, _refuse("start a process"))
     for name in ("bind", "connect", "connect_ex"):
         patch.setattr(socket.socket, name, _refuse("open a network socket"))
+    patch.chdir(_EMPTY_FOLDER)  # relative paths (prompts/, results/) lead to no file of the working tree
     try:
         yield
     finally:

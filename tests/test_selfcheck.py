@@ -39,6 +39,7 @@ def test_a_process_over_its_limits_is_named_and_one_that_kept_up_is_not():
     assert limit_warning(check([calm])) is None
 
 
+@pytest.mark.pure
 def test_late_without_being_busy_names_the_machine_only_when_it_had_no_idle_core():
     # The machine's 2 cores were busy all along (1.95 of 2): other work, not the generator, is the limit.
     waiting = ProcessLoad("load process", wall_s=10.0, cpu_s=0.3, loop_lag=_lag(*[0.03] * 100), cores=2,
@@ -62,6 +63,7 @@ def test_late_without_being_busy_names_the_machine_only_when_it_had_no_idle_core
                                                     "for the rest")
 
 
+@pytest.mark.pure
 def test_the_masters_lag_delays_no_request():
     master = ProcessLoad("master", wall_s=10.0, cpu_s=1.0, loop_lag=_lag(*[0.02] * 100), cores=16, machine_busy_s=40.0)
     worker = ProcessLoad("worker 1", wall_s=10.0, cpu_s=2.0, loop_lag=_lag(*[1e-4] * 100), cores=16, machine_busy_s=40.0)

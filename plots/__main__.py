@@ -12,7 +12,6 @@ and exits 2.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare A B"
 

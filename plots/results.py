@@ -15,19 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from llmload.errors import ResultsError
-
-from llmload.results.jsonl import iter_json_lines
-from llmload.options import RUNNER_KEYS, bare_model_name, config_name, option_by_key
+from llmload.options import bare_model_name, config_name, option_by_key
 from llmload.results.provenance import served_by_of
+from llmload.results.records import record_rows
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import Measures, Summary, metric_ci95, metric_value
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SAMPLES_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 from llmload.results.sweepfiles import PlannedCell, read_cell_marker, read_scenario
 
-__all__ = ["ResultsError", "MeasuredCell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS", "SERVER_KEYS"]
+__all__ = ["ResultsError", "MeasuredCell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS"]
 
-SERVER_KEYS = ("GPU", *RUNNER_KEYS)
-"""Settings that say where a cell ran, not what it measured: ignored when cells are matched."""
 WORKLOAD_KEYS = ("MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS", "REQUESTS", "WARMUP_REQUESTS",
                  "ORDER", "NONCE", "TEMPERATURE", "SEED", "EXTRA_BODY", "CLIENT")
 """The settings that define a workload; a cell's GPU and server are not among them."""
@@ -123,7 +120,7 @@ class MeasuredCell:
         if not path.exists():
             return []
         try:
-            return [int(row["completion_tokens"]) for row in iter_json_lines(path)
+            return [int(row["completion_tokens"]) for row in record_rows(path)
                     if row.get("error") is None and not row.get("warmup") and row.get("completion_tokens") is not None
                     and (not self.mix or row.get("effort") == self.effort)]
         except (ValueError, TypeError, AttributeError) as e:

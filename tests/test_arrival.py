@@ -4,17 +4,17 @@ import json
 import socket
 import struct
 import sys
-import threading
 import time
 
 import pytest
 
+from factories import make_record
 from llmload.client.arrival import (KernelArrivalReader, ReadArrivalReader, RealtimeToMonotonic, arrival_reader,
                                     event_ends)
 from llmload.client.readstats import ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
 from llmload.results.histogram import LogHistogram
-from llmload.results.records import RequestRecord, read_records
+from llmload.results.records import read_records
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
@@ -35,6 +35,7 @@ class ScriptedClock:
         return self.now_s + self.offset_s
 
 
+@pytest.mark.pure
 def test_mapping_keeps_the_narrowest_bracket_and_follows_a_wall_clock_step():
     # Three brackets of width 2 ms, 0.1 ms and 1 ms; the realtime reading is taken at the bracket's start.
     clock = ScriptedClock([10.0, 10.002, 10.003, 10.0031, 10.004, 10.005], offset_s=1000.0)
@@ -52,6 +53,7 @@ def test_mapping_keeps_the_narrowest_bracket_and_follows_a_wall_clock_step():
     assert mapping.to_monotonic(1016.0, now_monotonic_s=12.0) == pytest.approx(11.0)
 
 
+@pytest.mark.pure
 def test_event_ends_include_the_chunk_crlf():
     data = b"1a\r\ndata: {}\n\n\r\n5\r\ndata:\n\n\r\n5\r\ndata"
     assert event_ends(data) == [len(b"1a\r\ndata: {}\n\n\r\n"), len(data) - len(b"5\r\ndata")]
@@ -90,6 +92,7 @@ def _decode(pieces):
     return [(json.loads(e)["n"], arrived_s) for data, arrived_s in pieces for e in sse.feed(decoder.feed(data))]
 
 
+@pytest.mark.integration
 @linux_only
 def test_events_waiting_in_one_read_each_keep_their_own_kernel_stamp():
     stats = ReadStats()
@@ -120,6 +123,7 @@ def test_events_waiting_in_one_read_each_keep_their_own_kernel_stamp():
     conn.close()
 
 
+@pytest.mark.integration
 def test_user_space_stamps_give_every_waiting_event_the_read_time():
     stats = ReadStats()
     client, conn = _late_pair(0.02, 3)
@@ -135,6 +139,7 @@ def test_user_space_stamps_give_every_waiting_event_the_read_time():
     conn.close()
 
 
+@pytest.mark.integration
 def test_end_of_stream_is_one_empty_piece():
     client, conn = _late_pair(0, 0)
     reader = arrival_reader(client, ReadStats(), RealtimeToMonotonic())
@@ -147,6 +152,7 @@ def test_end_of_stream_is_one_empty_piece():
     client.close()
 
 
+@pytest.mark.pure
 def test_histogram_quantiles_are_within_its_bucket_width_and_merge():
     values_s = [i * 1e-5 for i in range(1, 10_001)]  # 10 µs .. 100 ms
     first, second = LogHistogram(), LogHistogram()
@@ -160,8 +166,9 @@ def test_histogram_quantiles_are_within_its_bucket_width_and_merge():
     assert LogHistogram().quantile_s(0.5) is None
 
 
+@pytest.mark.pure
 def test_records_written_before_the_field_read_as_user_stamps(tmp_path):
-    record = RequestRecord("r", "p", 1.0, 2.0, 0.5, 0.1, 0.2, 0.01)
+    record = make_record(start_unix_s=1.0, start_monotonic_s=2.0, e2e_s=0.5, ttft_s=0.1, ttfvt_s=0.2, tpot_s=0.01)
     line = json.loads(record.to_json_line())
     del line["arrival_stamps"]
     path = tmp_path / "samples.jsonl"
@@ -169,6 +176,7 @@ def test_records_written_before_the_field_read_as_user_stamps(tmp_path):
     assert [r.arrival_stamps for r in read_records(path)] == ["user"]
 
 
+@pytest.mark.integration
 @linux_only
 def test_each_record_says_which_stamps_it_used(sim_fixed):
     from llmload.client.measure import measure_request
@@ -205,6 +213,7 @@ class MergedStampSocket:
         return data, self.stamp, 0, None
 
 
+@pytest.mark.pure
 def test_splitting_backs_off_while_the_kernel_keeps_merging_the_waiting_segments():
     sock, stats = MergedStampSocket(), ReadStats()
     reader = KernelArrivalReader(sock, stats, RealtimeToMonotonic())

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from factories import make_record
 from llmload.errors import ConfigError
 from llmload.loadtest.arrivals import Arrivals
 from llmload.options import parse_run_args
-from llmload.results.records import RequestRecord, read_records
+from llmload.results.records import read_records
 from llmload.results.report import format_result
 from llmload.results.summary import arrival_stats, summarize
 from llmload.sim import start_sim, stop_sim
@@ -62,10 +63,9 @@ def test_bad_open_loop_settings(settings, message):
     assert parse_run_args(["RATE=5", "WORKERS=2", "MAX_CONCURRENCY=2"]).workers == 2
 
 
-def _sent(scheduled_s: float, lag_s: float, wait_s: float = 0.0) -> RequestRecord:
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=scheduled_s + lag_s,
-                         e2e_s=1.0, ttft_s=0.1, ttfvt_s=0.1, tpot_s=None, answered=True,
-                         scheduled_monotonic_s=scheduled_s, slot_wait_s=wait_s)
+def _sent(scheduled_s: float, lag_s: float, wait_s: float = 0.0):
+    return make_record(start_monotonic_s=scheduled_s + lag_s, e2e_s=1.0, ttfvt_s=0.1, tpot_s=None, answered=True,
+                       scheduled_monotonic_s=scheduled_s, slot_wait_s=wait_s)
 
 
 @pytest.mark.pure
@@ -78,8 +78,7 @@ def test_arrival_stats_from_scheduled_and_actual_send_times():
     assert a.slot_wait_ms.max == pytest.approx(490.0)
     gaps_s = np.diff([0.001, 1.002, 2.5, 3.001, 4.001])
     assert a.send_interval_cv == pytest.approx(gaps_s.std() / gaps_s.mean())
-    closed = RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,
-                           ttft_s=None, ttfvt_s=None, tpot_s=None)
+    closed = make_record(e2e_s=1.0, ttft_s=None)
     assert arrival_stats([closed]) is None and summarize([closed]).arrivals is None
     block = format_result(summarize(records, {"rate": 1.0, "arrivals": "gamma", "burstiness": 0.5, "max_concurrency": 4}))
     assert "Sent over 10 ms late:" in block and "1 of 5" in block
@@ -103,6 +102,7 @@ def slow_sim():
     stop_sim(process)
 
 
+@pytest.mark.integration
 def test_slow_answers_do_not_slow_poisson_arrivals(slow_sim, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={slow_sim}", "RATE=40", "REQUESTS=200", "MAX_TOKENS=10", "EFFORT=low", f"OUT={out}")
@@ -122,6 +122,7 @@ def test_slow_answers_do_not_slow_poisson_arrivals(slow_sim, tmp_path):
     assert "Open-loop arrivals" in done.stdout
 
 
+@pytest.mark.integration
 def test_max_concurrency_caps_requests_in_flight_and_records_the_wait(slow_sim, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={slow_sim}", "RATE=20", "ARRIVALS=constant", "MAX_CONCURRENCY=2", "REQUESTS=24",

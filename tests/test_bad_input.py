@@ -1,5 +1,6 @@
 """Every bad input the 2026-12-03 findings saw crash or run badly: one line naming the setting and the
-fix, exit code 2, no load sent and no OUT folder left behind."""
+fix, exit code 2, no load sent and no OUT folder left behind. Checked in this process (llmload.cli.main, with
+nothing started: the pure tier refuses a process or socket), and a few as a process, the contract end to end."""
 
 import socket
 import subprocess
@@ -36,6 +37,9 @@ def _summary_with(**changed) -> str:
     return orjson.dumps({**summarize([]).to_dict(), **changed}).decode()
 
 
+SCENARIO = f"SCENARIO={REPO / 'scenarios' / 'h100-grid.yaml'}"
+UNUSED_HOST = "HOST=http://127.0.0.1:9"  # never reached: the settings are refused before any request
+
 # name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
 CASES = {
     "OUT is a file": (lambda t, out: ["load", f"OUT={_file(t, 'a-file')}"], "OUT="),
@@ -45,7 +49,7 @@ CASES = {
     "REQUEST_TIMEOUT=-1": (lambda t, out: ["load", "REQUEST_TIMEOUT=-1", f"OUT={out}"], "REQUEST_TIMEOUT=-1"),
     "STOP_TIMEOUT=-1": (lambda t, out: ["load", "STOP_TIMEOUT=-1", f"OUT={out}"], "STOP_TIMEOUT=-1"),
     "SPEEDUP=inf": (lambda t, out: ["load", "SPEEDUP=inf", f"OUT={out}"], "SPEEDUP=inf"),
-    "SPEEDUP=inf with HOST": (lambda t, out: ["load", "SPEEDUP=inf", f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}"], "SPEEDUP=inf"),
+    "SPEEDUP=inf with HOST": (lambda t, out: ["load", "SPEEDUP=inf", UNUSED_HOST, f"OUT={out}"], "SPEEDUP=inf"),
     "SPEEDUP=nan": (lambda t, out: ["load", "SPEEDUP=nan", f"OUT={out}"], "SPEEDUP=nan"),
     "USERS=-3": (lambda t, out: ["load", "USERS=-3", f"OUT={out}"], "USERS=-3"),
     "MAX_FAIL_RATIO=1.5": (lambda t, out: ["load", "MAX_FAIL_RATIO=1.5", f"OUT={out}"], "MAX_FAIL_RATIO=1.5"),
@@ -56,32 +60,51 @@ CASES = {
     "EXTRA_BODY sets model": (lambda t, out: ["load", 'EXTRA_BODY={"model": "x"}', f"OUT={out}"], "MODEL"),
     "EXTRA_BODY sets max_tokens": (lambda t, out: ["load", 'EXTRA_BODY={"max_tokens": 9}', f"OUT={out}"], "MAX_TOKENS"),
     "PROMPTS is a folder": (lambda t, out: ["load", f"PROMPTS={t}", f"OUT={out}"], "is a folder"),
-    "sweep SPEEDUP=0": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "SPEEDUP=0", f"OUT={out}"], "SPEEDUP=0"),
-    "sweep SPEEDUP=inf": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "SPEEDUP=inf", f"OUT={out}"], "SPEEDUP=inf"),
-    "sweep METRICS_INTERVAL=0": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "METRICS_INTERVAL=0", f"OUT={out}"], "METRICS_INTERVAL=0"),
-    "sweep METRICS_INTERVAL=-1": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", "METRICS_INTERVAL=-1", f"OUT={out}"], "METRICS_INTERVAL=-1"),
-    "sweep HOST that does not answer": (lambda t, out: ["sweep", "SCENARIO=scenarios/h100-grid.yaml", f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}"], "HOST="),
+    "sweep SPEEDUP=0": (lambda t, out: ["sweep", SCENARIO, "SPEEDUP=0", f"OUT={out}"], "SPEEDUP=0"),
+    "sweep SPEEDUP=inf": (lambda t, out: ["sweep", SCENARIO, "SPEEDUP=inf", f"OUT={out}"], "SPEEDUP=inf"),
+    "sweep METRICS_INTERVAL=0": (lambda t, out: ["sweep", SCENARIO, "METRICS_INTERVAL=0", f"OUT={out}"], "METRICS_INTERVAL=0"),
+    "sweep METRICS_INTERVAL=-1": (lambda t, out: ["sweep", SCENARIO, "METRICS_INTERVAL=-1", f"OUT={out}"], "METRICS_INTERVAL=-1"),
     "report on a corrupt summary": (lambda t, out: ["report", str(_run_folder_with(t, "{not json"))], "not valid JSON"),
     "report on a summary of something else": (lambda t, out: ["report", str(_run_folder_with(t, "[1, 2]"))], "not a run summary"),
     "report on a file": (lambda t, out: ["report", str(_file(t, "summary.json"))], "is a file"),
-    "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is not 2"),
+    "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is newer than this llmload reads"),
     "report on a summary with a number as text": (lambda t, out: ["report", str(_run_folder_with(t, _summary_with(requests_ok="12")))], "requests_ok: '12' is not an int"),
-    "VERIFY does not answer": (lambda t, out: ["prompts", "SIZES=2k", "COUNT=5", f"VERIFY=http://127.0.0.1:{free_port()}", f"OUT={out}"], "VERIFY="),
     "COUNT=0": (lambda t, out: ["prompts", "COUNT=0", f"OUT={out}"], "COUNT=0"),
 }
+# Refused only once a server failed to answer: these need a socket.
+NO_ANSWER_CASES = {
+    "sweep HOST that does not answer": (lambda t, out: ["sweep", SCENARIO, f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}"], "HOST="),
+    "VERIFY does not answer": (lambda t, out: ["prompts", "SIZES=2k", "COUNT=5", f"VERIFY=http://127.0.0.1:{free_port()}", f"OUT={out}"], "VERIFY="),
+}
+# The whole contract end to end, as a process: one line on stderr, exit code 2, no traceback, no OUT folder.
+AS_A_PROCESS = {**{name: CASES[name] for name in ("USERS=-3", "OUT not writable", "report on a newer suite's summary")},
+                **NO_ANSWER_CASES}
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_bad_input_is_one_line_exit_2_and_no_out_folder(tmp_path, case):
-    argv, word = CASES[case]
-    out = tmp_path / "run"
-    done = run_cli(*argv(tmp_path, out))
+def _assert_refused(done, word: str, out) -> None:
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and word in done.stderr, done.stderr
     assert "Traceback" not in done.stdout + done.stderr and done.stdout == ""
     assert not out.exists() and not (REPO / "prompts" / "run").exists()
 
 
+@pytest.mark.pure
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_exit_2_and_no_out_folder(cli, tmp_path, case):
+    argv, word = CASES[case]
+    out = tmp_path / "run"
+    _assert_refused(cli(*argv(tmp_path, out)), word, out)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", AS_A_PROCESS)
+def test_bad_input_as_a_process_is_one_line_exit_2_and_no_out_folder(tmp_path, case):
+    argv, word = AS_A_PROCESS[case]
+    out = tmp_path / "run"
+    _assert_refused(run_cli(*argv(tmp_path, out)), word, out)
+
+
+@pytest.mark.integration
 def test_https_to_a_plain_http_port_says_so_at_once(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed.replace('http://', 'https://')}", f"OUT={out}", timeout_s=8)
@@ -90,6 +113,7 @@ def test_https_to_a_plain_http_port_says_so_at_once(sim_fixed, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.integration
 def test_a_second_web_ui_on_a_taken_port(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -102,6 +126,7 @@ def test_a_second_web_ui_on_a_taken_port(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target,variable", [("figures", "RESULTS is missing"), ("compare", "A and B are needed")])
 def test_make_figures_and_compare_name_the_missing_variable(target, variable):
     done = subprocess.run(["make", "--no-print-directory", target, "A=", "B=", "RESULTS="], cwd=REPO,
@@ -109,6 +134,7 @@ def test_make_figures_and_compare_name_the_missing_variable(target, variable):
     assert done.returncode == 2 and variable in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
+@pytest.mark.pure
 def test_a_run_refused_inside_locust_leaves_no_folder_but_never_removes_results(tmp_path):
     from llmload.cli import _made_dirs, _remove_if_empty
 

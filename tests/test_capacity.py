@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import run_cli
-from llmload.results.records import RequestRecord
+from factories import make_record
 from llmload.results.slo import certain_failure
 from llmload.results.summary import summarize
 from llmload.options import parse_slos
@@ -64,8 +64,7 @@ def test_the_interval_comes_from_certain_verdicts_only():
 @pytest.mark.pure
 def test_certain_failure_needs_the_whole_interval_over_the_limit():
     def rec(tpot_s, effort=None):
-        return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=1.0,
-                             ttft_s=0.1, ttfvt_s=None, tpot_s=tpot_s, effort=effort)
+        return make_record(e2e_s=1.0, tpot_s=tpot_s, effort=effort)
     slos = parse_slos("tpot_median<=30ms")
     assert certain_failure(slos, [rec(0.031)] * 5) is None  # too few samples for a 99.5% interval
     reason = certain_failure(slos, [rec(0.031)] * 20)
@@ -76,6 +75,7 @@ def test_certain_failure_needs_the_whole_interval_over_the_limit():
     assert certain_failure(parse_slos("tpot_mean<=1ms"), [rec(0.05)] * 50) is None  # a mean has no interval
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("settings, message", [
     ([], "SLO is missing"),
     (["SLO=tpot_p50<=30ms", "USERS=4"], "USERS is what CAPACITY_BY=users searches"),
@@ -88,11 +88,12 @@ def test_certain_failure_needs_the_whole_interval_over_the_limit():
     (["SLO=tpot_p50<=30"], "needs a unit"),
     (["SLO=tpot_p50<=30ms", "CAPACITY_BY=speed"], "CAPACITY_BY (--capacity-by): invalid choice"),
 ])
-def test_bad_capacity_settings_give_one_line_and_exit_2(settings, message):
-    done = run_cli("capacity", *settings)
+def test_bad_capacity_settings_give_one_line_and_exit_2(cli, settings, message):
+    done = cli("capacity", *settings)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
 
 
+@pytest.mark.integration
 def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_sequence(tmp_path):
     # TPOT = 1 ms + 3 ms per running sequence: 40 ms at 13 users, 43 ms at 14, so 41.5 ms allows 13 users
     process, url = start_sim(["--fixed-ttft-ms", "10", "--fixed-itl-ms", "1", "--itl-per-seq-ms", "3"])
@@ -121,6 +122,7 @@ def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_seq
         stop_sim(process)
 
 
+@pytest.mark.integration
 def test_an_early_stop_while_duration_ends_still_writes_the_summary(tmp_path):
     # 16 requests/s against a gap that grows 3 ms per running sequence: TPOT passes 30 ms after a few seconds, and the
     # early stop came while DURATION's own stop was draining the streams. Locust then stops twice; the second stop
@@ -137,6 +139,7 @@ def test_an_early_stop_while_duration_ends_still_writes_the_summary(tmp_path):
     assert summary["slo_met"] is False and summary["stopped_early"].startswith("tpot_median<=30ms fails")
 
 
+@pytest.mark.integration
 def test_a_rehearsal_judges_the_played_gpu(tmp_path):
     # Without HOST the built-in target plays the GPU SPEEDUP times faster: the SLO's limit shrinks as much, and the
     # search says so before its first step.
@@ -152,8 +155,8 @@ def test_a_rehearsal_judges_the_played_gpu(tmp_path):
 @pytest.mark.pure
 def test_one_sure_miss_makes_a_failing_step_certain():
     def rec(ttft_s, tpot_s):
-        return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=float(ttft_s), e2e_s=1.0,
-                             ttft_s=ttft_s, ttfvt_s=None, tpot_s=tpot_s, completion_tokens=10, answered=True)
+        return make_record(start_monotonic_s=float(ttft_s), e2e_s=1.0, ttft_s=ttft_s, tpot_s=tpot_s, completion_tokens=10,
+                           answered=True)
     # TTFT always 0.5 s: surely over 0.1 s. TPOT straddles 30 ms: unsure. The step surely fails all the same.
     records = [rec(0.5, 0.029 if i % 2 else 0.031) for i in range(40)]
     summary = summarize(records, {"slo": "ttft_median<=100ms,tpot_median<=30ms"})

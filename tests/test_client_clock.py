@@ -9,6 +9,8 @@ from llmload.client.measure import measure_request
 from llmload.client.raw import RawChatClient
 from llmload.sim import start_sim, stop_sim
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def fast_sim():

@@ -9,7 +9,7 @@ import pytest
 
 from llmload.client.raw import RawChatClient
 from llmload.control_http import split_base_url
-from llmload.client.measure import RequestFailed, measure_request
+from llmload.client.measure import measure_request
 
 
 class ScriptedServer:
@@ -82,6 +82,7 @@ def run(server, api_key=""):
     return client, record
 
 
+@pytest.mark.integration
 def test_vllm_stream_with_timing_and_split_utf8():
     answer = event(delta(content="日本"))
     cut = answer.index("日".encode()) + 1
@@ -106,6 +107,7 @@ def test_vllm_stream_with_timing_and_split_utf8():
     assert body == BODY
 
 
+@pytest.mark.integration
 def test_crlf_events_and_content_length_body_and_keep_alive_reuse():
     stream = (event(delta(content="a")) + event(delta(content="b", finish="stop")) + event(USAGE) + b"data: [DONE]\n\n").replace(b"\n", b"\r\n")
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(stream)
@@ -116,6 +118,7 @@ def test_crlf_events_and_content_length_body_and_keep_alive_reuse():
     assert server.connections == 1
 
 
+@pytest.mark.integration
 def test_http_error_is_one_failed_record_with_the_body():
     body = b'{"error": {"message": "The model `m` does not exist.", "code": 404}}'
     server = ScriptedServer([[b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body), body]])
@@ -123,24 +126,28 @@ def test_http_error_is_one_failed_record_with_the_body():
     assert r.error == "http_404" and "does not exist" in r.error_detail
 
 
+@pytest.mark.integration
 def test_connection_closed_mid_stream():
     server = ScriptedServer([[OK_HEAD, chunk(event(delta(content="a"))), "close"]])
     _, r = run(server)
     assert r.error == "disconnected" and r.ttft_s is not None
 
 
+@pytest.mark.integration
 def test_stream_without_done_is_a_protocol_error():
     server = ScriptedServer([[OK_HEAD, chunk(event(delta(content="a", finish="stop"))), b"0\r\n\r\n"]])
     _, r = run(server)
     assert r.error == "protocol" and "[DONE]" in r.error_detail
 
 
+@pytest.mark.integration
 def test_garbage_data_is_a_protocol_error():
     server = ScriptedServer([[OK_HEAD, chunk(b"data: {not json\n\n")]])
     _, r = run(server)
     assert r.error == "protocol"
 
 
+@pytest.mark.integration
 def test_refused_connection():
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -149,12 +156,14 @@ def test_refused_connection():
     assert r.error == "connect"
 
 
+@pytest.mark.integration
 def test_read_timeout():
     server = ScriptedServer([[OK_HEAD, 1.0]])
     r = measure_request(RawChatClient(server.url, timeout_s=0.2), BODY, "p", lambda r: None)
     assert r.error == "timeout"
 
 
+@pytest.mark.integration
 def test_stale_keep_alive_connection_is_replaced_not_retried():
     stream = event(delta(content="a", finish="stop")) + b"data: [DONE]\n\n"
     head = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(stream)
@@ -165,6 +174,7 @@ def test_stale_keep_alive_connection_is_replaced_not_retried():
     assert r1.ok and r2.ok and server.connections == 2 and len(server.requests) == 2
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("url,expected", [
     ("http://127.0.0.1:8000", ("http", "127.0.0.1", 8000, "")),
     ("http://127.0.0.1:8000/v1/", ("http", "127.0.0.1", 8000, "")),

@@ -4,7 +4,8 @@ import io
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+import pytest
 
 from conftest import REPO, run_cli
 from llmload import options as opts
@@ -17,6 +18,7 @@ def options(**given):
     return opts.parse_run_args([f"{k}={v}" for k, v in given.items()])
 
 
+@pytest.mark.pure
 def test_banner_says_target_load_duration_and_where_results_go():
     lines = banner_lines(options(DURATION="2m", SPEEDUP=20, USERS=8, PROMPTS="random:512:128", MAX_TOKENS=800),
                          "http://127.0.0.1:9", "openai/gpt-oss-20b", SIM, "results/x/", {"max_tokens": "128"})
@@ -33,6 +35,7 @@ def test_banner_says_target_load_duration_and_where_results_go():
     assert rate[0].startswith("llmload: 10s of load, 5 requests/s, constant arrivals, at most 3 in flight (open loop)")
 
 
+@pytest.mark.pure
 def test_progress_line():
     assert progress_line(30, 120, 12) == "[######..................] 30s of 2m00s, 1m30s left, 12 requests done"
     assert "waiting for the streams in flight" in progress_line(121, 120, 50)
@@ -44,6 +47,7 @@ class Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.pure
 def test_progress_draws_on_a_terminal_only(tmp_path):
     samples = tmp_path / "samples.jsonl"
     samples.write_text("{}\n{}\n")
@@ -62,6 +66,7 @@ def test_progress_draws_on_a_terminal_only(tmp_path):
     assert pipe.getvalue() == ""
 
 
+@pytest.mark.integration
 def test_make_help_lists_every_setting_of_the_table():
     done = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -75,12 +80,14 @@ def test_make_help_lists_every_setting_of_the_table():
     assert default.stdout == done.stdout  # help is the default target
 
 
+@pytest.mark.integration
 def test_load_help():
     done = run_cli("load", "--help")
     assert done.returncode == 0 and all(f"  {o.key}=" in done.stdout for o in opts.OPTIONS)
     assert "sharegpt:PATH[:N]" in done.stdout and "random:IN:OUT[:N]" in done.stdout
 
 
+@pytest.mark.integration
 def test_a_run_prints_banner_result_once_and_keeps_locust_history(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=2", "DURATION=3s", "PROMPTS=random:16:4:10", "MAX_TOKENS=800",
@@ -95,11 +102,13 @@ def test_a_run_prints_banner_result_once_and_keeps_locust_history(sim_fixed, tmp
     assert (out / "locust_history_stats_history.csv").exists()
 
 
+@pytest.mark.integration
 def test_a_missing_results_folder_names_the_make_variable():
     done = subprocess.run([sys.executable, "-m", "plots", "figures"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "RESULTS is missing" in done.stderr
 
 
+@pytest.mark.integration
 def test_locust_table_on_brings_the_periodic_table_back(sim_fixed, tmp_path):
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=1", "DURATION=5s", "MAX_TOKENS=4", "LOCUST_TABLE=on", f"OUT={tmp_path / 'run'}")
     assert done.returncode == 0, done.stderr[-2000:]

@@ -40,6 +40,7 @@ def proxies_everywhere(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.integration
 def test_every_control_call_sends_the_key_and_ignores_proxies(recorder, proxies_everywhere, tmp_path):
     info = probe_server(recorder.url, KEY)
     assert info.models == ("recorded-model",) and info.version is None
@@ -53,11 +54,13 @@ def test_every_control_call_sends_the_key_and_ignores_proxies(recorder, proxies_
     assert recorder.authorizations() == {f"Bearer {KEY}"}
 
 
+@pytest.mark.integration
 def test_without_a_key_no_authorization_header(recorder):
     get_json(f"{recorder.url}/v1/models")
     assert recorder.authorizations() == {None}
 
 
+@pytest.mark.integration
 def test_failures_are_one_type_and_never_hold_the_key(recorder):
     with pytest.raises(ControlCallFailed) as http_error:
         request(f"{recorder.url}/nothing", KEY)
@@ -67,6 +70,7 @@ def test_failures_are_one_type_and_never_hold_the_key(recorder):
     assert refused.value.status is None and KEY not in str(refused.value)
 
 
+@pytest.mark.integration
 def test_a_server_that_needs_a_key_says_so_in_one_line():
     process, url = start_sim(["--fixed-ttft-ms", "1", "--fixed-itl-ms", "1"], api_key=KEY)
     try:
@@ -81,6 +85,7 @@ def test_a_server_that_needs_a_key_says_so_in_one_line():
         stop_sim(process)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("client_name", ["raw", "openai"])
 def test_both_clients_send_the_key_and_ignore_proxies(client_name, proxies_everywhere):
     process, url = start_sim(["--fixed-ttft-ms", "1", "--fixed-itl-ms", "1"], api_key=KEY)
@@ -100,6 +105,7 @@ def test_both_clients_send_the_key_and_ignore_proxies(client_name, proxies_every
         stop_sim(process)
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("url,root", [
     ("127.0.0.1:8000", "http://127.0.0.1:8000"),
     ("https://h.example/v1/", "https://h.example:443"),

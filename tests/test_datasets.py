@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from llmload.promptsets.workloads import random_prompts, sharegpt_prompts
 from llmload.errors import PromptSetError
+from llmload.promptsets import catalog
 from llmload.promptsets.catalog import load_prompt_set
 from llmload.promptsets.tokens import text_tokens
 
@@ -48,12 +48,12 @@ def test_sharegpt_count_and_seed(tmp_path):
     ('{"a": 1}', "expected a JSON list"),
     ('[{"conversations": "nope"}]', "entry 0 has no \"conversations\" list"),
 ])
-def test_malformed_sharegpt_is_one_line_and_exit_2(tmp_path, content, message):
+def test_malformed_sharegpt_is_one_line_and_exit_2(cli, tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(PromptSetError, match=message):
         sharegpt_prompts(path)
-    done = run_cli("load", f"PROMPTS=sharegpt:{path}", "DURATION=1s", f"OUT={tmp_path / 'run'}")
+    done = cli("load", f"PROMPTS=sharegpt:{path}", "DURATION=1s", f"OUT={tmp_path / 'run'}")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -66,8 +66,9 @@ def test_random_prompts_have_exactly_in_tokens(input_len):
     assert lines == random_prompts(input_len, 7, count=5, seed=3)
 
 
-def test_prompts_spec_errors():
+def test_prompts_spec_errors(tmp_path, monkeypatch):
     with pytest.raises(PromptSetError, match="random:IN:OUT"):
         load_prompt_set("random:12")
+    monkeypatch.setattr(catalog, "GENERATED_DIR", tmp_path)  # a checkout where `make prompts` has not run
     with pytest.raises(PromptSetError, match="run `make prompts` first"):
         load_prompt_set("8k")

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 import orjson
 import pytest
 
+from factories import make_record
 from llmload.errors import ResultsError
 from llmload.results.decode import decode
 from llmload.results.generator import ProcessLoad, check
-from llmload.results.records import RequestRecord
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.storage import SUMMARY_FILE, read_summary, write_summary
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, metric_ci95, metric_value, summarize
@@ -17,11 +17,12 @@ from llmload.results.sweepfiles import CellMarker, read_cell_marker, read_scenar
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 
-def _record(i: int, effort: str) -> RequestRecord:
+def _record(i: int, effort: str):
     start_s = 100.0 + 0.25 * i
-    return RequestRecord(f"r{i}", "p", 1.7e9 + start_s, start_s, 1.0 + 0.01 * i, 0.2, 0.5, 0.8 / 9, [0.1] * 9, 40, 10, 4,
-                         finish_reason="stop", answered=True, effort=effort, scheduled_monotonic_s=start_s - 0.001,
-                         slot_wait_s=0.0, error="timeout" if i == 7 else None)
+    return make_record(request_id=f"r{i}", start_unix_s=1.7e9 + start_s, start_monotonic_s=start_s, e2e_s=1.0 + 0.01 * i,
+                       ttft_s=0.2, ttfvt_s=0.5, tpot_s=0.8 / 9, itl_s=[0.1] * 9, prompt_tokens=40, completion_tokens=10,
+                       reasoning_tokens=4, finish_reason="stop", answered=True, effort=effort,
+                       scheduled_monotonic_s=start_s - 0.001, slot_wait_s=0.0, error="timeout" if i == 7 else None)
 
 
 def _full_summary() -> Summary:
@@ -46,10 +47,10 @@ def _write(tmp_path, data) -> None:
     (tmp_path / SUMMARY_FILE).write_bytes(orjson.dumps(data))
 
 
-def test_a_summary_of_another_schema_version_is_one_line(tmp_path):
-    newer = SUMMARY_SCHEMA_VERSION + 1
-    _write(tmp_path, {**summarize([]).to_dict(), "schema_version": newer})
-    with pytest.raises(ResultsError, match=rf"schema_version {newer} is not {SUMMARY_SCHEMA_VERSION}, the one this suite reads") as caught:
+def test_a_summary_of_a_newer_schema_version_is_one_line(tmp_path):
+    _write(tmp_path, {**summarize([]).to_dict(), "schema_version": SUMMARY_SCHEMA_VERSION + 1})
+    newer = rf"schema_version {SUMMARY_SCHEMA_VERSION + 1} is newer than this llmload reads \(up to {SUMMARY_SCHEMA_VERSION}\)"
+    with pytest.raises(ResultsError, match=newer) as caught:
         read_summary(tmp_path)
     assert "\n" not in str(caught.value)
 
@@ -105,7 +106,7 @@ def test_sweep_files_read_back_typed(tmp_path):
     cell = read_cell_marker(tmp_path)
     assert isinstance(cell, CellMarker) and (cell.index, cell.settings, cell.server_metrics.running_mean) == (2, {"USERS": "2"}, 1.5)
     (tmp_path / "cell.json").write_bytes(orjson.dumps({**marker, "schema_version": 3}))
-    with pytest.raises(ResultsError, match="schema_version 3 is not 1"):
+    with pytest.raises(ResultsError, match="schema_version 3 is newer than this llmload reads"):
         read_cell_marker(tmp_path)
     assert read_scenario(tmp_path).cells == []  # no scenario.json: the cells on disk only
     (tmp_path / "scenario.json").write_bytes(orjson.dumps({"name": "s", "cells": [{"index": 0, "label": "u1"}]}))

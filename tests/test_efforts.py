@@ -9,7 +9,8 @@ from conftest import run_cli
 from llmload.errors import ConfigError
 from llmload.loadtest.efforts import EffortDraw
 from llmload.options import effort_shares, parse_run_args
-from llmload.results.records import RequestRecord, read_records
+from factories import make_record
+from llmload.results.records import read_records
 from llmload.results.report import format_result
 from llmload.results.summary import summarize
 from llmload.sim import start_sim, stop_sim
@@ -39,8 +40,9 @@ def test_bad_efforts_are_refused_in_one_line(text, message):
     assert str(caught.value).startswith("EFFORT=") and message in str(caught.value)
 
 
-def test_the_cli_refuses_a_bad_mix_with_exit_2_and_one_line():
-    done = run_cli("load", "EFFORT=mix:low=70,ultra=30")
+@pytest.mark.pure
+def test_the_cli_refuses_a_bad_mix_with_exit_2_and_one_line(cli):
+    done = cli("load", "EFFORT=mix:low=70,ultra=30")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "'ultra=30' is not effort=weight" in done.stderr
 
 
@@ -57,9 +59,8 @@ def test_drawn_shares_are_within_sampling_error_and_seeded():
     assert {EffortDraw({"low": 1.0}, 0).next() for _ in range(10)} == {"low"}
 
 
-def _record(start_s: float, e2e_s: float, effort: str | None) -> RequestRecord:
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start_s, e2e_s=e2e_s,
-                         ttft_s=e2e_s / 2, ttfvt_s=None, tpot_s=None, completion_tokens=10, effort=effort)
+def _record(start_s: float, e2e_s: float, effort: str | None):
+    return make_record(start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=e2e_s / 2, tpot_s=None, completion_tokens=10, effort=effort)
 
 
 @pytest.mark.pure
@@ -82,6 +83,7 @@ def test_one_effort_or_old_records_have_no_breakdown():
     assert summarize([_record(0.0, 1.0, None)]).by_effort == {}
 
 
+@pytest.mark.integration
 def test_a_mixed_run_sends_each_requests_effort_and_records_it(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "0"])
     try:

@@ -46,6 +46,7 @@ FAULT_KINDS = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_each_fault_kind_has_one_category_in_both_clients(tmp_path, kind, client):
@@ -70,6 +71,7 @@ def test_each_fault_kind_has_one_category_in_both_clients(tmp_path, kind, client
     assert not re.search(r"[0-9a-f]{12}", row["Error"])  # no request id in the grouped text
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_server_restart_gives_a_handful_of_failures_per_user(tmp_path, client):
     with socket.socket() as s:
@@ -112,6 +114,7 @@ def test_a_server_restart_gives_a_handful_of_failures_per_user(tmp_path, client)
     assert len(failures) <= 3  # connect, and the streams cut by the stop
 
 
+@pytest.mark.integration
 def test_max_fail_ratio_stops_the_run_with_one_line(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "1", "--fail-rate", "1"])
     try:
@@ -128,6 +131,7 @@ def test_max_fail_ratio_stops_the_run_with_one_line(tmp_path):
     assert JUDGED_FROM_REQUESTS <= summary["requests_failed"] < 200 and summary["duration_s"] < 30
 
 
+@pytest.mark.pure
 def test_backoff_doubles_to_its_cap_and_resets_on_success():
     backoff = FailureBackoff(0.1, 1.0)
     assert [backoff.after(False) for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
@@ -135,6 +139,7 @@ def test_backoff_doubles_to_its_cap_and_resets_on_success():
     assert FailureBackoff(0.0, 5.0).after(False) == 0.0
 
 
+@pytest.mark.pure
 def test_fail_ratio_is_judged_from_the_tenth_request_and_trips_once():
     lines = []
     guard = FailRatioGuard(0.5, lines.append)
@@ -150,11 +155,13 @@ def test_fail_ratio_is_judged_from_the_tenth_request_and_trips_once():
     assert len(lines) == 1
 
 
+@pytest.mark.pure
 def test_grouping_text_strips_ids_and_numbers():
     one = normalised_detail("request chatcmpl-3f9a0c1d2e refused: 68 prompt tokens, 794773 ahead")
     two = normalised_detail("request chatcmpl-77b1e0aa90 refused: 1024 prompt tokens, 3 ahead")
     assert one == two == "request <id> refused: N prompt tokens, N ahead"
 
 
+@pytest.mark.pure
 def test_every_fault_category_is_in_the_readme_table():
     assert [c for c in FAULTS if f"| `{c}` |" not in README] == []

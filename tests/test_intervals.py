@@ -5,18 +5,16 @@ import math
 import numpy as np
 import pytest
 
+from factories import make_record
 from llmload.results.intervals import MAX_BATCHES, batch_means_ci, batches_for, quantile_ci, quantile_ranks
 from llmload.results.report import format_result
-from llmload.results.records import RequestRecord, tpot_s
 from llmload.results.summary import distribution, summarize
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 
-def rec(start_s: float, e2e_s: float, ttft_s: float, itl_s: list[float], out: int) -> RequestRecord:
-    return RequestRecord(request_id="x", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start_s, e2e_s=e2e_s,
-                         ttft_s=ttft_s, ttfvt_s=None, tpot_s=tpot_s(e2e_s, ttft_s, out, len(itl_s) + 1), itl_s=itl_s,
-                         prompt_tokens=10, completion_tokens=out)
+def rec(start_s: float, e2e_s: float, ttft_s: float, itl_s: list[float], out: int):
+    return make_record(start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=ttft_s, itl_s=itl_s, prompt_tokens=10, completion_tokens=out)
 
 
 def exact_coverage(n: int, q: float, low: int, up: int) -> float:

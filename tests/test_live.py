@@ -3,16 +3,14 @@
 import pytest
 
 from llmload.loadtest.live import LiveStats
-from llmload.results.records import RequestRecord
+from factories import make_record
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 
-def _record(ttft_s: float, itl_s: list[float], tokens: int, error: str | None = None) -> RequestRecord:
-    e2e_s = ttft_s + sum(itl_s)
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=e2e_s,
-                         ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=sum(itl_s) / (tokens - 1) if tokens > 1 else None, itl_s=itl_s,
-                         prompt_tokens=100, completion_tokens=tokens, reasoning_tokens=1, error=error)
+def _record(ttft_s: float, itl_s: list[float], tokens: int, error: str | None = None):
+    return make_record(ttft_s=ttft_s, ttfvt_s=ttft_s, itl_s=itl_s, prompt_tokens=100, completion_tokens=tokens,
+                       reasoning_tokens=1, error=error)
 
 
 def test_rows_in_milliseconds_and_failures_left_out():

@@ -24,6 +24,7 @@ def locust_request_count(run_dir):
     return int(rows["Aggregated"]["Request Count"])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("client", ["raw", "openai"])
 def test_medians_match_the_targets_fixed_timing(sim_fixed, tmp_path, client):
     out = tmp_path / "run"
@@ -52,6 +53,7 @@ def test_medians_match_the_targets_fixed_timing(sim_fixed, tmp_path, client):
     assert "Serving Benchmark Result" in done.stdout and "Median TTFT (ms)" in done.stdout
 
 
+@pytest.mark.integration
 def test_without_host_the_built_in_target_plays_the_gpu(tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", "GPU=a100", "MODEL=gpt-oss-120b", "USERS=2", "DURATION=2s", "MAX_TOKENS=40", f"OUT={out}")
@@ -63,6 +65,7 @@ def test_without_host_the_built_in_target_plays_the_gpu(tmp_path):
     assert 9.0 < summary["itl_ms"]["median"] < 14.0
 
 
+@pytest.mark.integration
 def test_streams_cut_off_at_the_end_are_kept_as_interrupted(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=3", "DURATION=1s", "MAX_TOKENS=500", "STOP_TIMEOUT=0", f"OUT={out}")
@@ -73,6 +76,7 @@ def test_streams_cut_off_at_the_end_are_kept_as_interrupted(sim_fixed, tmp_path)
     assert [r.error for r in records] == ["interrupted"] * 3 and all(r.ttft_s is not None for r in records)
 
 
+@pytest.mark.integration
 def test_max_tokens_inside_reasoning_counts_lost_answers(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=2", "DURATION=1s", "MAX_TOKENS=5", "EFFORT=high", f"OUT={out}")
@@ -83,6 +87,7 @@ def test_max_tokens_inside_reasoning_counts_lost_answers(sim_fixed, tmp_path):
     assert summary["finish_reasons"] == {"length": summary["requests_ok"]}
 
 
+@pytest.mark.integration
 def test_failures_are_counted_not_hidden(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "1", "--fail-rate", "0.5"])
     try:
@@ -104,6 +109,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("settings,message", [
     (["EFFORT=ultra"], "EFFORT"),
     (["USERS=0"], "USERS"),
@@ -112,23 +118,35 @@ def free_port() -> int:
     (["EXTRA_BODY={oops"], "EXTRA_BODY"),
     (["PROMPTS=/nonexistent.jsonl"], "PROMPTS"),
     (["GPU=l4", "MODEL=gpt-oss-120b"], "l4"),
-    ([f"HOST=http://127.0.0.1:{free_port()}"], "does not answer"),
 ])
-def test_bad_input_is_one_line_and_no_load(tmp_path, settings, message):
+def test_bad_input_is_one_line_and_no_load(cli, tmp_path, settings, message):
     out = tmp_path / "run"
-    done = run_cli("load", *settings, f"OUT={out}", "DURATION=1s" if "DURATION" not in settings[0] else "USERS=1")
+    done = cli("load", *settings, f"OUT={out}", "DURATION=1s" if "DURATION" not in settings[0] else "USERS=1")
+    _assert_one_line_and_no_load(done, message, out)
+
+
+@pytest.mark.integration
+def test_a_host_that_does_not_answer_is_one_line_and_no_load(tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST=http://127.0.0.1:{free_port()}", f"OUT={out}", "DURATION=1s")
+    _assert_one_line_and_no_load(done, "does not answer", out)
+
+
+def _assert_one_line_and_no_load(done, message, out):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert not (out / "samples.jsonl").exists()
 
 
+@pytest.mark.integration
 def test_a_model_the_server_does_not_serve(sim_fixed, tmp_path):
     done = run_cli("load", f"HOST={sim_fixed}", "MODEL=llama-9000", f"OUT={tmp_path / 'run'}")
     assert done.returncode == 2 and done.stderr.startswith("error: MODEL=llama-9000 is not served")
     assert "openai/gpt-oss-20b" in done.stderr and done.stderr.count("\n") == 1
 
 
+@pytest.mark.integration
 def test_a_run_folder_is_never_overwritten(sim_fixed, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -138,6 +156,7 @@ def test_a_run_folder_is_never_overwritten(sim_fixed, tmp_path):
     assert (out / "samples.jsonl").read_text() == "kept\n"
 
 
+@pytest.mark.integration
 def test_a_fixed_request_count_with_warmups(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=3", "REQUESTS=7", "WARMUP_REQUESTS=2", "MAX_TOKENS=5",
@@ -155,6 +174,7 @@ def test_a_fixed_request_count_with_warmups(sim_fixed, tmp_path):
     assert [r.prompt_id for r in sorted(records, key=lambda r: r.start_monotonic_s)][:3] == ["builtin-support-0", "builtin-support-1", "builtin-support-2"]
 
 
+@pytest.mark.integration
 def test_speedup_runs_the_built_in_target_faster(tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", "GPU=l4", "USERS=2", "DURATION=20s", "SPEEDUP=10", "MAX_TOKENS=40", "EFFORT=low", f"OUT={out}")

@@ -5,8 +5,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 from llmload.results.records import read_records
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_direct_headless_locust_run(sim_fixed, tmp_path):

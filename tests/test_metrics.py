@@ -2,18 +2,16 @@
 
 import pytest
 
+from factories import make_record
+from llmload.results.records import tpot_s
 from llmload.results.summary import distribution, summarize, token_stats
-from llmload.results.records import RequestRecord, tpot_s
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 
 def rec(start, e2e, ttft, itl, out, prompt=10, reasoning=None, answered=True, finish="stop", error=None, ttfvt=None):
-    return RequestRecord(
-        request_id="x", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start, e2e_s=e2e, ttft_s=ttft,
-        ttfvt_s=ttfvt, tpot_s=tpot_s(e2e, ttft, out, len(itl) + 1), itl_s=itl, prompt_tokens=prompt, completion_tokens=out,
-        reasoning_tokens=reasoning, finish_reason=finish, answered=answered, error=error,
-    )
+    return make_record(start_monotonic_s=start, e2e_s=e2e, ttft_s=ttft, ttfvt_s=ttfvt, itl_s=itl, prompt_tokens=prompt,
+                       completion_tokens=out, reasoning_tokens=reasoning, finish_reason=finish, answered=answered, error=error)
 
 
 def test_tpot_follows_vllm():

@@ -66,6 +66,7 @@ def run_plots(*args):
     return subprocess.run([sys.executable, "-m", "plots", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.integration
 def test_loading_a_sweep(sweeps):
     r = load_results(sweeps["h100"])
     assert r.kind == "sweep" and r.name == "plots-h100" and r.server["gpu"] == "h100" and r.planned == 8
@@ -81,6 +82,7 @@ def test_loading_a_sweep(sweeps):
     assert cell.server_samples and cell.server_samples[0].t_s >= 0
 
 
+@pytest.mark.integration
 def test_loading_a_single_run_folder(sweeps, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(load_results(sweeps["h100"]).cells[0].path, run)
@@ -93,6 +95,7 @@ def test_loading_a_single_run_folder(sweeps, tmp_path):
     assert server_timeline(r.cells, tmp_path / "figs").skipped
 
 
+@pytest.mark.integration
 def test_figures_1_to_4(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     by = {(c.model, c.effort, c.users): c for c in cells}
@@ -128,6 +131,7 @@ def test_figures_1_to_4(sweeps, tmp_path):
     assert all(u >= y for u, y in zip(s.upper, s.y))  # the band reaches p90 above each median
 
 
+@pytest.mark.integration
 def test_every_figure_plots_against_the_setting_the_cells_vary(sweeps, tmp_path):
     mt = load_results(sweeps["mt"]).cells  # one user throughout; only max_tokens varies
     for fig in (fig1_response_time, fig2_requests_per_s, answered_share):
@@ -139,6 +143,7 @@ def test_every_figure_plots_against_the_setting_the_cells_vary(sweeps, tmp_path)
     assert all(s.n[0] > 0 for panel in fig3.panels.values() for s in panel.values())
 
 
+@pytest.mark.integration
 def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     first = cells[0]
@@ -152,6 +157,7 @@ def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     assert sum(ci == (1.0, 99.0) for ci, _ in points) == 1  # the other cells keep their own intervals
 
 
+@pytest.mark.integration
 def test_figures_5_to_8_and_beyond(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells + load_results(sweeps["a100"]).cells
     fig5 = fig5_gpu_response_time(cells, tmp_path)
@@ -171,6 +177,7 @@ def test_figures_5_to_8_and_beyond(sweeps, tmp_path):
     assert len(everything) == len(STUDY_FIGURES + BEYOND_FIGURES) and all(f.files or f.note for f in everything)
 
 
+@pytest.mark.integration
 def test_cli_figures_and_report(sweeps):
     done = run_plots("figures", str(sweeps["h100"]), str(sweeps["a100"]), str(sweeps["mt"]))
     assert done.returncode == 0, done.stderr
@@ -184,6 +191,7 @@ def test_cli_figures_and_report(sweeps):
     assert "plots-a100" in html and "against plots-h100" in html
 
 
+@pytest.mark.integration
 def test_partial_and_missing_cells(sweeps, tmp_path):
     folder = tmp_path / "h100"
     shutil.copytree(sweeps["h100"], folder, ignore=shutil.ignore_patterns("figures", "report.html"))
@@ -206,6 +214,7 @@ def test_partial_and_missing_cells(sweeps, tmp_path):
     assert html.index("Missing or partial cells") > html.index("<h3>Cells</h3>") and "<details>" in html
 
 
+@pytest.mark.pure
 def test_compare_math_with_literal_numbers():
     assert pct_change(100.0, 150.0) == pytest.approx(50.0)
     assert pct_change(200.0, 150.0) == pytest.approx(-25.0)
@@ -214,6 +223,7 @@ def test_compare_math_with_literal_numbers():
     assert not outputs_differ(None, 50.0)
 
 
+@pytest.mark.integration
 def test_compare_table_from_cells(sweeps):
     a, b = load_results(sweeps["h100"]), load_results(sweeps["a100"])
     def with_numbers(cell, tok_s, tpot, out_mean):
@@ -235,6 +245,7 @@ def test_compare_table_from_cells(sweeps):
     assert text.count("| gpt-oss-120b ") == 4 and "Only in the baseline (not compared): gpt-oss-20b low u1" in text
 
 
+@pytest.mark.integration
 def test_compare_cli(sweeps):
     done = run_plots("compare", str(sweeps["h100"]), str(sweeps["a100"]))
     assert done.returncode == 0 and "| workload | baseline total tok/s |" in done.stdout
@@ -243,16 +254,19 @@ def test_compare_cli(sweeps):
     assert refused.stderr.startswith("error: no cell of")
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("args", [("figures", "/nonexistent/results"), ("figures", "{tmp}"), ("compare", "{tmp}", "{tmp}"),
                                   ("figures", "{bad}"), ("figures", "{newer}"), ("frobnicate",), ()])
-def test_bad_input_is_one_line(args, tmp_path):
+def test_bad_input_is_one_line(in_process, args, tmp_path):
+    from plots.__main__ import main
+
     bad, newer = tmp_path / "bad", tmp_path / "newer"
     bad.mkdir()
     (bad / "summary.json").write_text("{not json")
     newer.mkdir()
     (newer / "summary.json").write_text('{"schema_version": 99}')  # a newer suite's summary
     (tmp_path / "empty").mkdir()
-    done = run_plots(*(a.format(tmp=tmp_path / "empty", bad=bad, newer=newer) for a in args))
+    done = in_process(main, *(a.format(tmp=tmp_path / "empty", bad=bad, newer=newer) for a in args))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     with pytest.raises(ResultsError):

@@ -5,8 +5,8 @@ from dataclasses import asdict
 
 import pytest
 
+from factories import make_record
 from llmload.errors import ResultsError
-from llmload.results.records import RequestRecord
 from llmload.results.storage import write_summary
 from llmload.results.summary import summarize
 from plots.capacity import WHOLE_RUN, load_capacity
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.pure
 SLO = "ttft_median<=500ms"
 
 
-def _record(i: int, ttft_s: float, effort: str) -> RequestRecord:
-    return RequestRecord(request_id=f"r{i}", prompt_id="p", start_unix_s=0.0, start_monotonic_s=float(i), e2e_s=1.0,
-                         ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=None, completion_tokens=10, answered=True, effort=effort)
+def _record(i: int, ttft_s: float, effort: str):
+    return make_record(request_id=f"r{i}", start_monotonic_s=float(i), e2e_s=1.0, ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=None,
+                       completion_tokens=10, answered=True, effort=effort)
 
 
 def _capacity_out(tmp_path, answer=2, ci95=(1, 3)):
@@ -64,5 +64,5 @@ def test_a_folder_without_a_capacity_result_is_one_line(tmp_path):
     with pytest.raises(ResultsError, match="capacity.json: cannot be read"):
         load_capacity(tmp_path)
     (tmp_path / "capacity.json").write_text('{"schema_version": 9}')
-    with pytest.raises(ResultsError, match="schema_version 9 is not 1"):
+    with pytest.raises(ResultsError, match="schema_version 9 is newer than this llmload reads"):
         load_capacity(tmp_path)

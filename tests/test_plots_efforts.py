@@ -6,7 +6,7 @@ efforts and timings are set, so every plotted value is known.
 
 import pytest
 
-from llmload.results.records import RequestRecord
+from factories import make_record
 from llmload.results.storage import SAMPLES_FILE, write_summary
 from llmload.results.summary import summarize
 from plots.figures import fig1_response_time, fig3_output_tokens, throughput_vs_latency
@@ -18,9 +18,9 @@ pytestmark = pytest.mark.pure
 MIX = "mix:low=2,high=1"
 
 
-def _record(i: int, e2e_s: float, tokens: int, effort: str) -> RequestRecord:
-    return RequestRecord(request_id=f"r{i}", prompt_id="p", start_unix_s=0.0, start_monotonic_s=float(i), e2e_s=e2e_s,
-                         ttft_s=0.1, ttfvt_s=0.2, tpot_s=None, completion_tokens=tokens, answered=True, effort=effort)
+def _record(i: int, e2e_s: float, tokens: int, effort: str):
+    return make_record(request_id=f"r{i}", start_monotonic_s=float(i), e2e_s=e2e_s, ttfvt_s=0.2, tpot_s=None,
+                       completion_tokens=tokens, answered=True, effort=effort)
 
 
 def _run(folder, effort: str, users: int):

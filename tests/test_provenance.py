@@ -6,7 +6,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.integration
 
 DECLARED = """
 name: rehearsed

@@ -24,6 +24,8 @@ from llmload.client.raw import RawChatClient
 from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.sim import start_sim, stop_sim
 
+pytestmark = pytest.mark.integration
+
 STREAMS = 32
 TOKENS = 40
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from factories import make_record
 from llmload.results.generator import GeneratorCheck, LagMs, ProcessCheck
-from llmload.results.records import RequestRecord
 from llmload.results.reconcile import E2E_FRONT_END_SHARE, HIDDEN_LEAD_TOKENS, QUEUE_SHARE, TTFT_ALLOWANCE_MS, reconcile
 from llmload.results.server_metrics import MetricsSample
 
@@ -12,9 +12,8 @@ pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 def _record(ttft_s: float, e2e_s: float = 1.0, prompt: int = 100, completion: int = 20, error: str | None = None,
             itl_s=(0.010, 0.030)):
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=0.0, e2e_s=e2e_s,
-                         ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=None, itl_s=list(itl_s), prompt_tokens=prompt,
-                         completion_tokens=completion, error=error)
+    return make_record(e2e_s=e2e_s, ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=None, itl_s=list(itl_s), prompt_tokens=prompt,
+                       completion_tokens=completion, error=error)
 
 
 BEFORE = MetricsSample(t_s=0.0, prompt_tokens_total=1000.0, generation_tokens_total=500.0, ttft_sum_s=3.0,

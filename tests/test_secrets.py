@@ -43,6 +43,7 @@ def files_holding_key(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
 
+@pytest.mark.integration
 def test_make_load_keeps_the_key_off_command_lines_and_out_of_every_file(locked_sim, tmp_path):
     out = tmp_path / "run"
     settings = [f"HOST={locked_sim}", "DURATION=3s", "USERS=2", "MAX_TOKENS=20", f"OUT={out}"]
@@ -55,6 +56,7 @@ def test_make_load_keeps_the_key_off_command_lines_and_out_of_every_file(locked_
     assert {"samples.jsonl", "summary.json", "config.json", "locust.html", "locust_stats.csv"} <= {p.name for p in out.iterdir()}
 
 
+@pytest.mark.integration
 def test_key_from_the_environment_is_on_no_command_line(locked_sim, tmp_path):
     out = tmp_path / "run"
     code, output, seen = run_watching_ps(
@@ -63,6 +65,7 @@ def test_key_from_the_environment_is_on_no_command_line(locked_sim, tmp_path):
     assert seen == [] and KEY not in output and files_holding_key(out) == []
 
 
+@pytest.mark.integration
 def test_sweep_against_a_server_that_needs_a_key(locked_sim, tmp_path):
     scenario, out = tmp_path / "locked.yaml", tmp_path / "sweep"
     scenario.write_text("name: locked\ndefaults: {DURATION: 2s, MAX_TOKENS: 20, PROMPTS: builtin}\ngrid:\n  USERS: [1]\n")
@@ -76,6 +79,7 @@ def test_sweep_against_a_server_that_needs_a_key(locked_sim, tmp_path):
     assert seen == [] and KEY not in output and files_holding_key(out) == []
 
 
+@pytest.mark.integration
 def test_sweep_without_the_key_says_what_to_do(locked_sim, tmp_path):
     scenario = tmp_path / "locked.yaml"
     scenario.write_text("name: locked\ndefaults: {DURATION: 2s}\ngrid:\n  USERS: [1]\n")
@@ -84,6 +88,7 @@ def test_sweep_without_the_key_says_what_to_do(locked_sim, tmp_path):
     assert "needs an API key: export API_KEY or OPENAI_API_KEY, or give API_KEY_FILE" in done.stderr
 
 
+@pytest.mark.integration
 def test_verify_sends_the_key_from_a_file(locked_sim, tmp_path):
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
@@ -95,16 +100,18 @@ def test_verify_sends_the_key_from_a_file(locked_sim, tmp_path):
     assert files_holding_key(out) == []
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("content,message", [(None, "cannot be read"), ("", "is empty")])
-def test_a_bad_key_file_is_one_line(tmp_path, content, message):
+def test_a_bad_key_file_is_one_line(cli, tmp_path, content, message):
     key_file = tmp_path / "key"
     if content is not None:
         key_file.write_text(content)
-    done = run_cli("load", f"API_KEY_FILE={key_file}", f"OUT={tmp_path / 'run'}", "DURATION=1s")
+    done = cli("load", f"API_KEY_FILE={key_file}", f"OUT={tmp_path / 'run'}", "DURATION=1s")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and f"API_KEY_FILE={key_file} {message}" in done.stderr
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.pure
 def test_the_makefile_keeps_every_secret_option_off_the_command_line():
     from llmload.options import OPTIONS, PROMPT_OPTIONS, SWEEP_OPTIONS
 
@@ -112,6 +119,7 @@ def test_the_makefile_keeps_every_secret_option_off_the_command_line():
     assert {o.key for o in (*OPTIONS, *PROMPT_OPTIONS, *SWEEP_OPTIONS) if o.secret} <= set(line.split()[2:])
 
 
+@pytest.mark.integration
 def test_verify_without_the_key_names_verify(locked_sim, tmp_path):
     done = run_cli("prompts", "SIZES=2k", "COUNT=5", f"OUT={tmp_path / 'prompts'}", f"VERIFY={locked_sim}", timeout_s=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr

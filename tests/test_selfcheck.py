@@ -4,12 +4,12 @@ import json
 import time
 
 import gevent
+import pytest
 
 from conftest import run_cli
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.results.generator import ProcessLoad, check, limit_warning
 from llmload.results.histogram import LogHistogram
-from llmload.results.report import format_result
 
 
 def _lag(*values_s):
@@ -19,6 +19,7 @@ def _lag(*values_s):
     return histogram
 
 
+@pytest.mark.pure
 def test_a_process_over_its_limits_is_named_and_one_that_kept_up_is_not():
     calm = ProcessLoad("worker 1", wall_s=10.0, cpu_s=3.0, wakeups=100, events=150, max_events_per_wakeup=4,
                        read_lag=_lag(*[1e-4] * 99, 2e-3), loop_lag=_lag(*[5e-4] * 100))
@@ -38,6 +39,7 @@ def test_a_process_over_its_limits_is_named_and_one_that_kept_up_is_not():
     assert limit_warning(check([calm])) is None
 
 
+@pytest.mark.pure
 def test_late_without_being_busy_names_the_machine_only_when_it_had_no_idle_core():
     # The machine's 2 cores were busy all along (1.95 of 2): other work, not the generator, is the limit.
     waiting = ProcessLoad("load process", wall_s=10.0, cpu_s=0.3, loop_lag=_lag(*[0.03] * 100), cores=2,
@@ -61,12 +63,14 @@ def test_late_without_being_busy_names_the_machine_only_when_it_had_no_idle_core
                                                     "for the rest")
 
 
+@pytest.mark.pure
 def test_the_masters_lag_delays_no_request():
     master = ProcessLoad("master", wall_s=10.0, cpu_s=1.0, loop_lag=_lag(*[0.02] * 100), cores=16, machine_busy_s=40.0)
     worker = ProcessLoad("worker 1", wall_s=10.0, cpu_s=2.0, loop_lag=_lag(*[1e-4] * 100), cores=16, machine_busy_s=40.0)
     assert check([master, worker]).generator_limited is False
 
 
+@pytest.mark.pure
 def test_a_deliberately_starved_event_loop_is_flagged():
     monitor = GeneratorMonitor("load process", probe_interval_s=0.01)
 
@@ -86,6 +90,7 @@ def test_a_deliberately_starved_event_loop_is_flagged():
     assert any("event-loop lag" in reason for reason in process["limits"])
 
 
+@pytest.mark.integration
 def test_a_run_reports_its_generator(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=4", "REQUESTS=8", "MAX_TOKENS=12", "EFFORT=low", f"OUT={out}")

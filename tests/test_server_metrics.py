@@ -104,6 +104,7 @@ vllm:generation_tokens_total{model_name="meta-llama/Llama-3.1-8B"} 300.0
 
 # -- parsing and mapping ---------------------------------------------------------------------------
 
+@pytest.mark.pure
 def test_parse_vllm_011_sums_label_sets_and_keeps_histogram_sum_count():
     v = parse_prometheus(VLLM_011)
     assert v["vllm:num_requests_running"] == 5.0  # engine 0 + engine 1
@@ -119,6 +120,7 @@ def test_parse_vllm_011_sums_label_sets_and_keeps_histogram_sum_count():
     assert v["vllm:spec_decode_num_drafts_total"] == float("inf")
 
 
+@pytest.mark.pure
 def test_sample_from_vllm_011():
     s = sample_from(parse_prometheus(VLLM_011), t_s=1.5)
     assert s == MetricsSample(t_s=1.5, running=5.0, waiting=1.0, kv_cache_usage=0.25, preemptions_total=2.0,
@@ -127,6 +129,7 @@ def test_sample_from_vllm_011():
                               prefix_cache_hit_rate=None, ttft_sum_s=0.9, ttft_count=12.0)
 
 
+@pytest.mark.pure
 def test_sample_from_old_names():
     s = sample_from(parse_prometheus(VLLM_OLD), t_s=0.0)
     assert (s.running, s.waiting, s.kv_cache_usage) == (4.0, 6.0, 0.875)
@@ -137,12 +140,14 @@ def test_sample_from_old_names():
     assert s.prefix_cache_queries_total is None and s.prefix_cache_hits_total is None
 
 
+@pytest.mark.pure
 def test_sample_from_old_prefix_counters_and_missing_metrics():
     s = sample_from(parse_prometheus("vllm:gpu_prefix_cache_queries_total 80\nvllm:gpu_prefix_cache_hits 20\n"), 0.0)
     assert (s.prefix_cache_queries_total, s.prefix_cache_hits_total) == (80.0, 20.0)
     assert s.running is None and s.kv_cache_usage is None and s.generation_tokens_total is None
 
 
+@pytest.mark.pure
 def test_parse_not_prometheus_text():
     assert parse_prometheus("<html><body>Not Found</body></html>\n") == {}
     assert parse_prometheus("") == {}
@@ -154,6 +159,7 @@ def _s(t_s, **kw):
     return MetricsSample(t_s=t_s, **kw)
 
 
+@pytest.mark.pure
 def test_summarize_means_maxima_deltas_hit_rate():
     series = [
         _s(0.0, running=2, waiting=0, kv_cache_usage=0.1, preemptions_total=1, prefix_cache_queries_total=100,
@@ -175,6 +181,7 @@ def test_summarize_means_maxima_deltas_hit_rate():
     assert summarize_samples(list(reversed(series))) == m  # order of the input does not matter
 
 
+@pytest.mark.pure
 def test_summarize_counter_reset_counts_from_zero():
     series = [_s(0.0, generation_tokens_total=900), _s(1.0, generation_tokens_total=1000),
               _s(2.0, generation_tokens_total=50), _s(3.0, generation_tokens_total=150),
@@ -185,6 +192,7 @@ def test_summarize_counter_reset_counts_from_zero():
     assert m.running_mean is None and m.preemptions is None and m.prefix_cache_hit_rate is None
 
 
+@pytest.mark.pure
 def test_counter_increase_says_when_the_server_restarted():
     steady = [_s(0.0, e2e_count=3), _s(2.0, e2e_count=7)]
     assert counter_increase(steady, "e2e_count") == Increase(4.0, 2.0, False)
@@ -192,6 +200,7 @@ def test_counter_increase_says_when_the_server_restarted():
     assert counter_increase([_s(0.0, e2e_count=9), _s(1.0)], "e2e_count") is None  # one scrape has it: no increase
 
 
+@pytest.mark.pure
 def test_a_sample_reads_back_from_its_json_line(tmp_path):
     sample = _s(1.5, running=2.0, e2e_count=7.0, ttft_sum_s=0.25)
     path = tmp_path / "m.jsonl"
@@ -200,6 +209,7 @@ def test_a_sample_reads_back_from_its_json_line(tmp_path):
     assert orjson.loads(sample.to_json_line())["schema_version"] == METRICS_SCHEMA_VERSION
 
 
+@pytest.mark.pure
 def test_summarize_hit_rate_none_without_queries_and_old_gauge():
     idle = [_s(0.0, prefix_cache_queries_total=40, prefix_cache_hits_total=4),
             _s(1.0, prefix_cache_queries_total=40, prefix_cache_hits_total=4)]
@@ -208,12 +218,14 @@ def test_summarize_hit_rate_none_without_queries_and_old_gauge():
     assert summarize_samples(old).prefix_cache_hit_rate == pytest.approx(0.3)
 
 
+@pytest.mark.pure
 def test_summarize_empty_and_single():
     assert summarize_samples([]) == MetricsSummary(samples=0)
     one = summarize_samples([_s(0.0, running=1, generation_tokens_total=10)])
     assert (one.samples, one.running_max, one.generation_tokens, one.generation_tok_s) == (1, 1.0, None, None)
 
 
+@pytest.mark.pure
 def test_read_samples_tolerates_torn_last_line(tmp_path):
     path = tmp_path / "server_metrics.jsonl"
     good = orjson.dumps({"schema_version": 1, "t_s": 0.5, "running": 2.0, "a_future_field": 1}) + b"\n"
@@ -247,6 +259,7 @@ def _stream_chats(base_url: str, until: threading.Event, done: list[int]) -> Non
             conn.close()
 
 
+@pytest.mark.integration
 def test_sampler_against_builtin_target(sim_url, tmp_path):
     path = tmp_path / "cell" / "server_metrics.jsonl"
     sampler = MetricsSampler(sim_url, path, interval_s=0.1)
@@ -279,6 +292,7 @@ def test_sampler_against_builtin_target(sim_url, tmp_path):
     assert m.prompt_tokens is not None and m.prompt_tokens > 0
 
 
+@pytest.mark.integration
 def test_sampler_under_gevent(sim_url, tmp_path):
     """Under Locust, gevent patches threading and sockets: the sampler must run as a greenlet."""
     path = tmp_path / "m.jsonl"
@@ -352,18 +366,21 @@ def _assert_empty(sampler: MetricsSampler, path: Path, expect: str) -> None:
     assert summarize_samples(samples) == MetricsSummary(samples=0)
 
 
+@pytest.mark.integration
 def test_sampler_server_without_metrics(no_metrics_url, tmp_path):
     path = tmp_path / "m.jsonl"
     sampler = _run_without_metrics(no_metrics_url, path)
     _assert_empty(sampler, path, "/metrics")
 
 
+@pytest.mark.integration
 def test_sampler_refused_port(refused_url, tmp_path):
     path = tmp_path / "m.jsonl"
     sampler = _run_without_metrics(refused_url, path)
     _assert_empty(sampler, path, "refused")
 
 
+@pytest.mark.pure
 def test_sampler_unwritable_path_does_not_raise(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")

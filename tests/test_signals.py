@@ -105,6 +105,7 @@ def assert_one_record_per_request(out: Path, sent: dict[str, int]) -> list:
     return records
 
 
+@pytest.mark.integration
 def test_ctrl_c_lets_streams_finish_against_the_built_in_target(tmp_path):
     out = tmp_path / "run"
     run = Run(tmp_path, "load", "GPU=a100", "USERS=3", "DURATION=60s", "MAX_TOKENS=600", f"OUT={out}")  # ~4.6-s streams
@@ -130,6 +131,7 @@ def test_ctrl_c_lets_streams_finish_against_the_built_in_target(tmp_path):
     assert running_streams(url) == 0  # stopped by us once Locust was done
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("client", ["raw", "openai"])
 def test_a_second_ctrl_c_cuts_the_streams_and_keeps_them_as_interrupted(tmp_path, slow_target, client):
     url, stop_target = slow_target
@@ -155,6 +157,7 @@ def test_a_second_ctrl_c_cuts_the_streams_and_keeps_them_as_interrupted(tmp_path
     assert summary["requests_failed"] == 0
 
 
+@pytest.mark.integration
 def test_sigterm_finishes_the_streams_without_tracebacks(tmp_path, slow_target):
     url, stop_target = slow_target
     out = tmp_path / "run"
@@ -179,6 +182,7 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+@pytest.mark.integration
 def test_kill_9_then_report_rebuilds_a_partial_summary(tmp_path, slow_target):
     url, stop_target = slow_target
     out = tmp_path / "run"
@@ -227,7 +231,8 @@ def test_kill_9_then_report_rebuilds_a_partial_summary(tmp_path, slow_target):
     assert (out / "report.html").exists() and "partial" in figures.stdout
 
 
-def test_report_on_a_corrupt_summary_or_a_file_is_one_line(tmp_path):
+@pytest.mark.pure
+def test_report_on_a_corrupt_summary_or_a_file_is_one_line(cli, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "samples.jsonl").write_text("")
@@ -235,18 +240,19 @@ def test_report_on_a_corrupt_summary_or_a_file_is_one_line(tmp_path):
     cases = {str(run_dir): "not valid JSON", str(run_dir / "samples.jsonl"): "is a file",
              str(tmp_path / "nowhere"): "no such folder"}
     for target, message in cases.items():
-        done = run_cli("report", target)
+        done = cli("report", target)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
     assert (run_dir / "summary.json").read_text() == '{"requests_ok": '  # left as it was
     (run_dir / "summary.json").write_text('{"requests_ok": 3}')
-    done = run_cli("report", str(run_dir))
+    done = cli("report", str(run_dir))
     assert done.returncode == 2 and "not a run summary" in done.stderr and done.stderr.count("\n") == 1
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "61"])
-def test_a_flush_interval_out_of_range_is_one_line(tmp_path, value):
-    done = run_cli("load", f"FLUSH_INTERVAL={value}", f"OUT={tmp_path / 'run'}")
+def test_a_flush_interval_out_of_range_is_one_line(cli, tmp_path, value):
+    done = cli("load", f"FLUSH_INTERVAL={value}", f"OUT={tmp_path / 'run'}")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "FLUSH_INTERVAL" in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()
 
@@ -260,6 +266,7 @@ grid:
 """
 
 
+@pytest.mark.integration
 def test_a_sweep_interrupted_keeps_the_cell_and_resumes(tmp_path):
     scenario, out = tmp_path / "stoppable.yaml", tmp_path / "sweep"
     scenario.write_text(SWEEP)
@@ -285,6 +292,7 @@ def test_a_sweep_interrupted_keeps_the_cell_and_resumes(tmp_path):
     assert (cell / "cell.json").exists() and "2 of 2 cells finished" in done.stdout
 
 
+@pytest.mark.integration
 def test_ctrl_c_in_locusts_web_ui_stops_the_test_and_the_ui(tmp_path, slow_target):
     url, stop_target = slow_target
     out, port = tmp_path / "run", free_port()
@@ -308,6 +316,7 @@ def test_ctrl_c_in_locusts_web_ui_stops_the_test_and_the_ui(tmp_path, slow_targe
     assert summary["interrupted_by"] == "SIGINT" and summary["requests_ok"] == len(sent) >= 2
 
 
+@pytest.mark.integration
 def test_ctrl_c_ends_make_ui_after_its_streams_finish(tmp_path, slow_target):
     url, stop_target = slow_target
     out, port = tmp_path / "run", free_port()

@@ -63,6 +63,7 @@ def _run(engine: Engine, prompts: list[int], max_tokens: int = 20) -> list[Recor
     return recs
 
 
+@pytest.mark.pure
 def test_ttft_grows_with_prompt_tokens():
     prof = lookup_profile("h100", "gpt-oss-20b")
     small = _run(_engine()[0], [1000])[0].times[0]
@@ -72,6 +73,7 @@ def test_ttft_grows_with_prompt_tokens():
     assert big > small
 
 
+@pytest.mark.pure
 def test_prefill_is_one_fifo_server():
     prof = lookup_profile("h100", "gpt-oss-20b")
     a, b = _run(_engine()[0], [5500, 11000])
@@ -79,6 +81,7 @@ def test_prefill_is_one_fifo_server():
     assert b.times[0] == pytest.approx(0.3 + prof.ttft_base_s)  # waits for a's prefill
 
 
+@pytest.mark.pure
 def test_queueing_behind_max_num_seqs():
     prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=2)
     a, b, c = _run(_engine(prof)[0], [100, 100, 100])
@@ -87,6 +90,7 @@ def test_queueing_behind_max_num_seqs():
         100 / prof.prefill_tok_s + prof.ttft_base_s)
 
 
+@pytest.mark.pure
 def test_kv_capacity_limits_admission():
     prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), kv_capacity_tokens=1500)
     eng, _ = _engine(prof)
@@ -97,6 +101,7 @@ def test_kv_capacity_limits_admission():
     assert (eng.running, eng.waiting, eng.kv_used_tokens) == (0, 0, 0)
 
 
+@pytest.mark.pure
 def test_itl_grows_with_running_count():
     prof = lookup_profile("h100", "gpt-oss-20b")
     alone = _run(_engine()[0], [100])[0].times
@@ -108,6 +113,7 @@ def test_itl_grows_with_running_count():
         prof.itl_base_s + 10 * prof.itl_per_seq_s)
 
 
+@pytest.mark.pure
 def test_fixed_mode_exact_and_no_prefill_queue():
     eng, _ = _engine(fixed_ttft_s=0.05, fixed_itl_s=0.01)
     recs = _run(eng, [50000] * 5, max_tokens=30)
@@ -116,6 +122,7 @@ def test_fixed_mode_exact_and_no_prefill_queue():
         assert [b - a for a, b in zip(rec.times, rec.times[1:])] == pytest.approx([0.01] * 29)
 
 
+@pytest.mark.pure
 def test_itl_per_seq_grows_a_fixed_gap_by_a_set_amount_per_running_sequence():
     alone = _run(_engine(fixed_ttft_s=0.0, fixed_itl_s=0.002, itl_per_seq_s=0.003)[0], [10], max_tokens=5)[0]
     assert [b - a for a, b in zip(alone.times, alone.times[1:])] == pytest.approx([0.005] * 4)
@@ -126,6 +133,7 @@ def test_itl_per_seq_grows_a_fixed_gap_by_a_set_amount_per_running_sequence():
     assert own_slope.times[2] - own_slope.times[1] == pytest.approx(profile.itl_base_s + 0.01)
 
 
+@pytest.mark.pure
 def test_speedup_divides_all_durations():
     normal = _run(_engine()[0], [3000, 9000])
     fast = _run(_engine(speedup=40)[0], [3000, 9000])
@@ -135,6 +143,7 @@ def test_speedup_divides_all_durations():
     assert fixed.times == pytest.approx([0.1, 0.15, 0.2])
 
 
+@pytest.mark.pure
 def test_lateness_does_not_accumulate():
     eng, clk = _engine(fixed_ttft_s=0.0, fixed_itl_s=0.01)
     rec = Recorder()
@@ -145,6 +154,7 @@ def test_lateness_does_not_accumulate():
     assert rec.times == pytest.approx([i * 0.01 for i in range(10)])
 
 
+@pytest.mark.pure
 def test_cancel_frees_slot_and_metrics():
     prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=1)
     eng, _ = _engine(prof)
@@ -160,6 +170,7 @@ def test_cancel_frees_slot_and_metrics():
     assert eng.generation_tokens_total == 50 and eng.prompt_tokens_total == 100
 
 
+@pytest.mark.pure
 def test_length_model_deterministic_and_effort_ordered():
     assert sample_lengths("low", 3, 17) == sample_lengths("low", 3, 17)
     assert sample_lengths(None, 3, 17) == sample_lengths("medium", 3, 17) == sample_lengths("none", 3, 17)
@@ -172,6 +183,7 @@ def test_length_model_deterministic_and_effort_ordered():
     assert answers == pytest.approx(350, rel=0.05)
 
 
+@pytest.mark.pure
 def test_plan_output():
     assert plan_output(100, 50, None, False) == (100, 50, "stop")
     assert plan_output(100, 50, 150, False) == (100, 50, "stop")
@@ -180,6 +192,7 @@ def test_plan_output():
     assert plan_output(100, 50, 300, True) == (200, 100, "length")
 
 
+@pytest.mark.pure
 def test_fault_injection_deterministic():
     def fails(seed):
         eng, _ = _engine(seed=seed, fail_rate=0.3)
@@ -188,6 +201,7 @@ def test_fault_injection_deterministic():
     assert 0.2 < sum(fails(5)) / 400 < 0.4
 
 
+@pytest.mark.pure
 def test_profile_lookup():
     p = lookup_profile("H100", "openai/gpt-oss-120b")
     assert p == lookup_profile("h100", "gpt-oss-120b")
@@ -344,6 +358,7 @@ def client(sim):
     c.close()
 
 
+@pytest.mark.integration
 def test_stream_chunk_shapes_and_counts(client):
     r = client.request("POST", "/v1/chat/completions",
                        _chat(stream=True, reasoning_effort="low", stream_options={"include_usage": True}),
@@ -375,6 +390,7 @@ def test_stream_chunk_shapes_and_counts(client):
     assert client.request("GET", "/health").status == 200
 
 
+@pytest.mark.integration
 def test_continuous_usage_stats(client):
     r = client.request("POST", "/v1/chat/completions", _chat(
         stream=True, max_tokens=12, stream_options={"include_usage": True, "continuous_usage_stats": True}))
@@ -386,6 +402,7 @@ def test_continuous_usage_stats(client):
     assert ev[-2]["usage"]["completion_tokens"] == 12
 
 
+@pytest.mark.integration
 def test_effort_orders_reasoning_length(client):
     means = {}
     for effort in ("low", "medium", "high"):
@@ -395,6 +412,7 @@ def test_effort_orders_reasoning_length(client):
     assert means["low"] < means["medium"] < means["high"], means
 
 
+@pytest.mark.integration
 def test_max_tokens_small_stops_inside_reasoning(client):
     r = client.request("POST", "/v1/chat/completions", _chat(stream=True, max_tokens=5))
     tokens = _token_chunks(r.events())
@@ -406,6 +424,7 @@ def test_max_tokens_small_stops_inside_reasoning(client):
     assert body["choices"][0]["finish_reason"] == "length"
 
 
+@pytest.mark.integration
 def test_ignore_eos_gives_exactly_max_tokens(client):
     r = client.request("POST", "/v1/chat/completions", _chat(
         stream=True, max_tokens=700, ignore_eos=True, stream_options={"include_usage": True}))
@@ -414,6 +433,7 @@ def test_ignore_eos_gives_exactly_max_tokens(client):
     assert 0 < ev[-2]["usage"]["completion_tokens_details"]["reasoning_tokens"] < 700
 
 
+@pytest.mark.integration
 def test_non_stream_shape(client):
     r = client.request("POST", "/v1/chat/completions", _chat(), {"X-Request-Id": "ns-1"})
     assert r.status == 200 and r.headers["content-type"] == "application/json"
@@ -429,6 +449,7 @@ def test_non_stream_shape(client):
     assert len(msg["reasoning"].split()) + len(msg["content"].split()) == u["completion_tokens"]
 
 
+@pytest.mark.integration
 def test_metrics_parse_and_move(client):
     before = client.request("GET", "/metrics").body.decode()
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
@@ -453,6 +474,7 @@ def test_metrics_parse_and_move(client):
     assert received[1] - received[0] == 1  # vLLM's own count of the requests it answered
 
 
+@pytest.mark.integration
 def test_simple_routes(client):
     assert client.request("GET", "/version").json() == {"version": "0.32.0-sim"}
     models = client.request("GET", "/v1/models").json()
@@ -463,6 +485,7 @@ def test_simple_routes(client):
     assert (h.status, h.body) == (200, b"")
 
 
+@pytest.mark.integration
 def test_tokenize(client):
     text = "Summarise the support thread below and draft a reply."
     messages = [{"role": "user", "content": text}]
@@ -472,6 +495,7 @@ def test_tokenize(client):
     assert client.request("POST", "/tokenize", {"model": MODEL, "prompt": text}).json()["count"] == text_tokens(text)
 
 
+@pytest.mark.integration
 def test_errors(client):
     r = client.request("POST", "/v1/chat/completions", {"model": "nope", "messages": USER})
     assert r.status == 404
@@ -486,6 +510,7 @@ def test_errors(client):
     assert client.request("GET", "/health").status == 200  # connection still usable
 
 
+@pytest.mark.integration
 def test_pipelined_requests_and_connection_close(client):
     two = (Client.encode("POST", "/v1/chat/completions", _chat(stream=True, max_tokens=3))
            + Client.encode("GET", "/version"))
@@ -499,6 +524,7 @@ def test_pipelined_requests_and_connection_close(client):
         client._fill()
 
 
+@pytest.mark.integration
 def test_slow_reader_gets_every_token_in_order(sim, client):
     # ~5 MB of chunks overflows the socket buffers, so the server must pause and resume.
     pauses_before = _metric(Client(sim).request("GET", "/metrics").body.decode(), "llmload_sim:stream_pauses_total")
@@ -513,11 +539,16 @@ def test_slow_reader_gets_every_token_in_order(sim, client):
     assert [t["choices"][0]["finish_reason"] for t in tokens[-2:]] == [None, "length"]
     texts = [next(iter(t["choices"][0]["delta"].values())) for t in tokens]
     n_reason = sum("reasoning" in t["choices"][0]["delta"] for t in tokens)
-    from llmload.sim.tokens import token_text
-    expected = [token_text(i) for i in range(n_reason)] + [token_text(i) for i in range(20000 - n_reason)]
+    from llmload.sim.tokens import WORDS
+
+    def word(i):  # the target's i-th token of reasoning or of the answer
+        return WORDS[i % len(WORDS)] + " "
+
+    expected = [word(i) for i in range(n_reason)] + [word(i) for i in range(20000 - n_reason)]
     assert texts == expected
 
 
+@pytest.mark.integration
 def test_client_disconnect_stops_generation(sim, client):
     before = _metric(client.request("GET", "/metrics").body.decode(), "vllm:generation_tokens_total")
     c = Client(sim)
@@ -533,6 +564,7 @@ def test_client_disconnect_stops_generation(sim, client):
     assert _metric(text, "vllm:kv_cache_usage_perc") == 0
 
 
+@pytest.mark.integration
 def test_openai_sdk_parses_responses(sim):
     openai = pytest.importorskip("openai")
     c = openai.OpenAI(base_url=sim + "/v1", api_key="x", max_retries=0)
@@ -545,6 +577,7 @@ def test_openai_sdk_parses_responses(sim):
     assert full.choices[0].finish_reason == "stop" and full.choices[0].message.content
 
 
+@pytest.mark.integration
 def test_fail_rate_one_gives_500():
     proc, base = start_sim(["--fail-rate", "1", "--speedup", "1000"])
     try:
@@ -558,6 +591,7 @@ def test_fail_rate_one_gives_500():
         _stop_clean(proc)
 
 
+@pytest.mark.integration
 def test_disconnect_rate_one_closes_mid_stream():
     proc, base = start_sim(["--disconnect-rate", "1", "--speedup", "1000"])
     try:
@@ -575,6 +609,7 @@ def test_disconnect_rate_one_closes_mid_stream():
         _stop_clean(proc)
 
 
+@pytest.mark.integration
 def test_fixed_timing_and_send_log(tmp_path):
     log = tmp_path / "sent.jsonl"
     proc, base = start_sim(["--fixed-ttft-ms", "50", "--fixed-itl-ms", "10", "--send-log", str(log)])
@@ -607,21 +642,43 @@ def test_fixed_timing_and_send_log(tmp_path):
 
 # ---- command line -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flags", [
+BAD_FLAGS = [
     ["--gpu", "tpu"], ["--gpu", "l4", "--model", "gpt-oss-120b"], ["--model", "llama-3"],
     ["--host", "0.0.0.0"], ["--bogus"], ["--speedup", "0"], ["--fail-rate", "1.5"],
     ["--port", "notaport"],
-])
-def test_bad_flags_one_line_exit_2(flags):
+]
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("flags", BAD_FLAGS)
+def test_bad_flags_one_line_exit_2(in_process, flags):
+    from llmload.sim.__main__ import main
+
+    _assert_one_line_exit_2(in_process(main, *flags))
+
+
+@pytest.mark.integration
+def test_bad_flags_as_a_process_one_line_exit_2():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "llmload.sim", *flags], capture_output=True, text=True,
-                       env=env, timeout=20)
+    _assert_one_line_exit_2(subprocess.run([sys.executable, "-m", "llmload.sim", *BAD_FLAGS[0]], capture_output=True,
+                                           text=True, env=env, timeout=20))
+
+
+def _assert_one_line_exit_2(p):
     assert p.returncode == 2
     assert p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in p.stderr
 
 
+@pytest.mark.integration
 def test_start_sim_reports_early_exit():
     with pytest.raises(ServerError, match="does not fit on l4"):
         start_sim(["--gpu", "l4", "--model", "openai/gpt-oss-120b"])
+
+
+@pytest.mark.integration
+def test_the_built_in_target_loads_no_numpy():
+    code = "import sys, llmload.sim, llmload.sim.__main__; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -2,10 +2,10 @@
 
 import pytest
 
-from conftest import run_cli
+from factories import make_record
 from llmload.errors import ConfigError
 from llmload.options import Slo, parse_run_args, parse_slos
-from llmload.results.records import RequestRecord, tpot_s
+from llmload.results.records import tpot_s
 from llmload.results.report import format_result
 from llmload.results.slo import check_slo, is_good
 from llmload.results.summary import summarize
@@ -35,8 +35,9 @@ def test_bad_slos_are_refused(text, message):
     assert str(caught.value).startswith(f"SLO={text!r}: ") and message in str(caught.value)
 
 
-def test_the_cli_refuses_a_bad_slo_with_exit_2_and_one_line():
-    done = run_cli("load", "SLO=ttft_p90<=2")
+@pytest.mark.pure
+def test_the_cli_refuses_a_bad_slo_with_exit_2_and_one_line(cli):
+    done = cli("load", "SLO=ttft_p90<=2")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs a unit" in done.stderr
 
 
@@ -54,9 +55,9 @@ def test_verdicts_and_their_certainty():
 
 
 def rec(ttft_s=0.5, e2e_s=2.0, out=20, answered=True, error=None, itl_s=(), effort=None, start_s=0.0):
-    return RequestRecord(request_id="r", prompt_id="p", start_unix_s=0.0, start_monotonic_s=start_s, e2e_s=e2e_s,
-                         ttft_s=ttft_s, ttfvt_s=ttft_s if answered else None, tpot_s=tpot_s(e2e_s, ttft_s, out, out),  # token by token
-                         itl_s=list(itl_s), completion_tokens=out, answered=answered, error=error, effort=effort)
+    return make_record(start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=ttft_s, ttfvt_s=ttft_s if answered else None,
+                       tpot_s=tpot_s(e2e_s, ttft_s, out, out),  # token by token
+                       itl_s=list(itl_s), completion_tokens=out, answered=answered, error=error, effort=effort)
 
 
 @pytest.mark.pure

@@ -26,6 +26,7 @@ def rows(out):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.integration
 def test_a_small_grid_end_to_end(tmp_path):
     scenario, out = tmp_path / "tiny.yaml", tmp_path / "sweep"
     scenario.write_text(TINY)
@@ -50,6 +51,7 @@ def test_a_small_grid_end_to_end(tmp_path):
     assert before == {p: p.stat().st_mtime_ns for p in (out / "cells").rglob("*")}
 
 
+@pytest.mark.integration
 def test_resume_after_the_runner_is_killed_mid_cell(tmp_path):
     scenario, out = tmp_path / "three.yaml", tmp_path / "sweep"
     scenario.write_text(TINY.replace("USERS: [1, 2]", "USERS: [1]").replace("EFFORT: [low, high]", "EFFORT: [low, medium, high]")
@@ -82,6 +84,7 @@ def test_resume_after_the_runner_is_killed_mid_cell(tmp_path):
     assert [r["EFFORT"] for r in table] == ["low", "medium", "high"] and len({r["key"] for r in table}) == 3
 
 
+@pytest.mark.integration
 def test_repeats_keep_every_run_resume_and_report_their_spread(tmp_path):
     scenario, out = tmp_path / "again.yaml", tmp_path / "sweep"
     scenario.write_text("defaults: {DURATION: 2s, MAX_TOKENS: 30, MODEL: gpt-oss-20b, REPEATS: 2}\ncells: [{USERS: 2}]\n")
@@ -105,11 +108,12 @@ def test_repeats_keep_every_run_resume_and_report_their_spread(tmp_path):
     assert [r["repeat"] for r in rows(out)] == ["1", "2", "3"] and (out / "cells" / f"{key}.repeat-3" / "summary.json").exists()
 
 
-def test_a_bad_scenario_is_one_line(tmp_path):
+@pytest.mark.pure
+def test_a_bad_scenario_is_one_line(cli, tmp_path):
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(TINY.replace("EFFORT: [low, high]", "EFFORT: [low, ultra]"))
-    done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={tmp_path / 'out'}")
+    done = cli("sweep", f"SCENARIO={scenario}", f"OUT={tmp_path / 'out'}")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "grid.EFFORT[1]: EFFORT='ultra' is not one of low, medium, high, none" in done.stderr
     assert not (tmp_path / "out").exists()
-    missing = run_cli("sweep", f"OUT={tmp_path / 'out'}")
+    missing = cli("sweep", f"OUT={tmp_path / 'out'}")
     assert missing.returncode == 2 and "SCENARIO is missing" in missing.stderr

@@ -1,11 +1,10 @@
 """Prompt token counts against an independent render: openai-harmony, the library vLLM uses for gpt-oss."""
 
-import os
-import subprocess
 import sys
 
 import pytest
 
+from llmload.errors import TokenizerDataError
 from llmload.promptsets.tokens import harmony_encoding, harmony_text, o200k_base_file, prompt_tokens, text_tokens
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
@@ -51,14 +50,12 @@ def test_plain_text_counts():
     assert text_tokens("") == 0
 
 
-def test_missing_tokenizer_data_is_one_clear_error(tmp_path):
-    code = (
-        "import sys; sys.modules['bpe_openai'] = None\n"
-        "from llmload.promptsets.tokens import o200k_base_file\n"
-        "try:\n    o200k_base_file()\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "LLMLOAD_CACHE": str(tmp_path)})
-    assert done.stdout.startswith("TokenizerDataError o200k_base data not found") and "nothing is downloaded" in done.stdout
+def test_missing_tokenizer_data_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)  # not installed
+    monkeypatch.setenv("LLMLOAD_CACHE", str(tmp_path))  # nothing decompressed yet
+    with pytest.raises(TokenizerDataError, match=r"^o200k_base data not found") as caught:
+        o200k_base_file()
+    assert "nothing is downloaded" in str(caught.value)
 
 
 def test_the_encoding_is_tiktokens_own_o200k_harmony(monkeypatch):

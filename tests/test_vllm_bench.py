@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from llmload.results.records import RequestRecord
+from factories import make_record
 from llmload.results.vllm_bench import vllm_bench_result
 
 # The keys vLLM's benchmarks/serve.py (main_async's result_json, benchmark()'s result and process_one_metric)
@@ -22,10 +22,11 @@ PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start
 
 
 def record(n, start_s, e2e_s, ttft_s, itl_s, prompt, output, error=None, warmup=False):
-    return RequestRecord(f"r{n}", "p", 0.0, start_s, e2e_s, ttft_s, ttft_s, None if (output or 0) < 2 else (e2e_s - ttft_s) / (output - 1),
-                         itl_s, prompt, output, 0, error=error, warmup=warmup)
+    return make_record(request_id=f"r{n}", start_monotonic_s=start_s, e2e_s=e2e_s, ttft_s=ttft_s, ttfvt_s=ttft_s, itl_s=itl_s,
+                       prompt_tokens=prompt, completion_tokens=output, reasoning_tokens=0, error=error, warmup=warmup)
 
 
+@pytest.mark.pure
 def test_literal_records():
     records = [
         record(0, 100.0, 1.0, 0.2, [0.4, 0.4], 10, 3),
@@ -50,11 +51,13 @@ def test_literal_records():
     assert "67 tokens" in r["llmload"]["input_tokens"]
 
 
+@pytest.mark.pure
 def test_no_requests_gives_zeros_not_errors():
     r = vllm_bench_result([], {})
     assert r["completed"] == 0 and r["request_throughput"] == 0.0 and r["median_ttft_ms"] == 0.0 and r["ttfts"] == []
 
 
+@pytest.mark.integration
 def test_a_run_writes_it_and_a_vllm_script_reads_it(sim_fixed, tmp_path):
     out = tmp_path / "run"
     done = run_cli("load", f"HOST={sim_fixed}", "USERS=2", "DURATION=2s", "MAX_TOKENS=8", "EFFORT=low", f"OUT={out}")

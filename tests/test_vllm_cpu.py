@@ -19,6 +19,8 @@ from llmload.sweep.sampler import MetricsSampler
 from llmload.promptsets.tokens import prompt_tokens
 from llmload.vllm_cpu.launcher import start, stop
 
+pytestmark = pytest.mark.vllm
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -11,8 +11,9 @@ import urllib.request
 import pytest
 
 from conftest import REPO
-from llmload.loadtest.live import WINDOW_S, LiveStats
-from llmload.results.records import RequestRecord
+from factories import make_record
+from llmload.errors import ControlCallFailed
+from llmload.loadtest.live import WINDOW_S, LiveStats, TargetLabels
 
 
 class Clock:
@@ -24,10 +25,11 @@ class Clock:
 
 
 def record(start, ttft, itl, tokens, reason="stop", answered=True, ttfvt=None, error=None):
-    return RequestRecord("r", "p", start, 0.0, ttft + sum(itl), ttft, ttfvt, None, itl, 10, tokens, 2,
-                         finish_reason=reason, answered=answered, error=error)
+    return make_record(start_unix_s=start, ttft_s=ttft, ttfvt_s=ttfvt, tpot_s=None, itl_s=itl, prompt_tokens=10,
+                       completion_tokens=tokens, reasoning_tokens=2, finish_reason=reason, answered=answered, error=error)
 
 
+@pytest.mark.pure
 def test_series_per_window_and_rows():
     clock = Clock(1000.0)
     live = LiveStats(clock)
@@ -53,6 +55,25 @@ def test_series_per_window_and_rows():
     assert rows["output tokens/s (mean so far)"]["mean"] == round(7 / (2 * WINDOW_S), 2)
 
 
+@pytest.mark.pure
+def test_the_host_is_labelled_a_rehearsal_only_when_it_is_the_built_in_target():
+    asked = []
+
+    def identity_of(host, timeout_s):
+        asked.append(host)
+        if host == "http://down":
+            raise ControlCallFailed(host, "connection refused")
+        return {"served_by": "llmload.sim", "gpu_profile": "a100", "speedup": 20.0} if host == "http://sim" else None
+
+    labels = TargetLabels(identity_of)
+    assert labels.known("http://sim") == ""  # not asked yet
+    assert labels("http://sim") == "REHEARSAL (built-in target playing a100, SPEEDUP 20x), simulated timings (not a measurement)"
+    assert labels("http://vllm") == "" and labels("http://down") == ""
+    assert labels("http://sim") == labels.known("http://sim") and labels("http://vllm") == ""
+    labels("http://down")
+    assert asked == ["http://sim", "http://vllm", "http://down", "http://down"]  # an answer is kept; no answer is asked again
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,6 +86,7 @@ def _get(url, data=None):
         return response.read()
 
 
+@pytest.mark.integration
 def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed, tmp_path):
     port = _free_port()
     ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(REPO / "locustfile.py"), "--host", sim_fixed,
@@ -98,6 +120,9 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
         assert series["run_dir"].endswith("-h100-gpt-oss-20b-high-u3")  # named from the form, not from the start
         rows = json.loads(_get(base + "/stats/requests"))["extended_stats"][0]["data"]
         assert rows[0]["metric"] == f"results folder: {series['run_dir']}"
+        assert json.loads(_get(base + "/llmload/target"))["rehearsal"].startswith("REHEARSAL (built-in target playing h100")
+        rows = json.loads(_get(base + "/stats/requests"))["extended_stats"][0]["data"]  # the table says it once known
+        assert rows[1]["metric"] == f"target: {sim_fixed}: REHEARSAL (built-in target playing h100, SPEEDUP 1x), simulated timings (not a measurement)"
         _get(base + "/stop", {})
         deadline = time.monotonic() + 60
         while not (tmp_path / series["run_dir"] / "summary.json").exists():
@@ -108,6 +133,7 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
         ui.wait(30)
 
 
+@pytest.mark.integration
 def test_make_ui_against_the_built_in_target_does_not_offer_what_it_cannot_change(tmp_path):
     port = _free_port()
     ui = subprocess.Popen([sys.executable, "-m", "llmload", "ui", f"WEB_PORT={port}", "USERS=2"], cwd=REPO,
@@ -124,7 +150,14 @@ def test_make_ui_against_the_built_in_target_does_not_offer_what_it_cannot_chang
         form = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip().rstrip(";"))
         assert "gpu" not in form["extra_options"] and "speedup" not in form["extra_options"]
         assert "effort" in form["extra_options"] and "max_tokens" in form["extra_options"]
+        # Beside the host, the page says what the console banner says (its script asks /llmload/target).
+        target = json.loads(_get(f"http://127.0.0.1:{port}/llmload/target"))
+        assert target["host"] == form["host"] and target["host"].startswith("http://127.0.0.1:")
+        assert target["rehearsal"] == "REHEARSAL (built-in target playing h100, SPEEDUP 1x), simulated timings (not a measurement)"
+        assert "/llmload/target" in page and "llmload-rehearsal" in page
+        assert "/llmload/target" in _get(f"http://127.0.0.1:{port}/llmload/charts").decode()
     finally:
         ui.terminate()
         banner, _ = ui.communicate(timeout=30)
     assert "REHEARSAL (built-in target playing h100, SPEEDUP 1x)" in banner and "named when the test starts" in banner
+    assert f"{target['host']}: {target['rehearsal']}" in banner

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import REPO, run_cli
+from conftest import REPO
 from header_recorder import start_recorder
 
 KEY = "sk-planted-webui-5f3a9c"
@@ -91,6 +91,7 @@ def recorders():
         server.server_close()
 
 
+@pytest.mark.integration
 def test_cross_origin_posts_are_refused_and_the_key_stays_with_the_start_host(tmp_path, recorders):
     home, elsewhere = recorders
     ui = WebUI(tmp_path, [f"HOST={home.url}"], {"API_KEY": KEY})
@@ -137,6 +138,7 @@ def test_cross_origin_posts_are_refused_and_the_key_stays_with_the_start_host(tm
     assert [p for p in files if KEY.encode() in p.read_bytes()] == []
 
 
+@pytest.mark.integration
 def test_web_login_guards_the_ui(tmp_path, recorders):
     home, _ = recorders
     ui = WebUI(tmp_path, [f"HOST={home.url}"], {"WEB_LOGIN": "operator:pw-3141"})
@@ -155,6 +157,7 @@ def test_web_login_guards_the_ui(tmp_path, recorders):
         ui.close()
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("settings,env,message", [
     (["WEB_HOST=0.0.0.0"], {}, "WEB_HOST=0.0.0.0 lets other machines drive the web UI; set WEB_LOGIN"),
     ([], {"WEB_LOGIN": "no-colon"}, "WEB_LOGIN must be user:password"),
@@ -162,9 +165,9 @@ def test_web_login_guards_the_ui(tmp_path, recorders):
     ([f"API_KEY={KEY}"], {}, "API_KEY on a command line is visible"),
     ([f"WEB_LOGIN=a:{KEY}"], {}, "WEB_LOGIN on a command line is visible"),
 ])
-def test_unsafe_ui_settings_are_one_line(tmp_path, monkeypatch, settings, env, message):
+def test_unsafe_ui_settings_are_one_line(cli, tmp_path, monkeypatch, settings, env, message):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    done = run_cli("ui", *settings, f"OUT={tmp_path / 'run'}")
+    done = cli("ui", *settings, f"OUT={tmp_path / 'run'}")
     assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert message in done.stderr and KEY not in done.stderr

@@ -25,6 +25,7 @@ from llmload.results.records import read_records
 from llmload.results.summary import summarize
 from llmload.sim import start_sim, stop_sim
 
+pytestmark = pytest.mark.integration
 
 RUN_TAG = "LLMLOAD_TEST_RUN"
 """Set in every process a test here starts (inherited by Locust and the workers it forks): teardown finds them by it."""

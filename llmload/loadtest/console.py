@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from llmload import options as opts
-from llmload.results.provenance import is_rehearsal, rehearsal_label
+from llmload.results.provenance import is_rehearsal, rehearsal_text
 
 __all__ = ["banner_lines", "override_notes", "progress_line", "format_s", "Progress"]
 
@@ -53,7 +53,7 @@ def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any],
     """The lines printed before any load: what is loaded, how, for how long, and where results go."""
     max_tokens = overrides.get("max_tokens") or (options.max_tokens or "server default")
     if is_rehearsal(served_by):
-        target = f"{host}: {rehearsal_label(served_by)}, simulated timings (not a measurement)"
+        target = f"{host}: {rehearsal_text(served_by)}"
     else:
         version = served_by.get("version")
         target = f"{host} ({f'reports version {version}' if version else 'no /version: not vLLM?'})"

@@ -3,6 +3,8 @@
 ``LiveStats`` keeps the current test's figures (bounded memory, bounded work per record); ``/llmload/series`` serves them as data
 (the charts page, ``/llmload/charts``, draws them); a small script in Locust's page puts that page
 under Locust's own charts and names Locust's size column for what it holds (output tokens).
+``/llmload/target`` says whether the host is the built-in target: the page, its form, the charts and
+the table then say REHEARSAL beside the host, as the console banner and report.html do.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from typing import Any, Callable
 import orjson
 from flask import request as flask_request
 
+from llmload.errors import ControlCallFailed
+from llmload.loadtest.preflight import simulator_identity
+from llmload.results.provenance import rehearsal_text
 from llmload.results.records import RequestRecord
 from llmload.results.histogram import LogHistogram
 
-__all__ = ["LiveStats", "install_streaming_tab", "SERIES_PATH", "CHARTS_PATH", "WINDOW_S"]
+__all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "SERIES_PATH", "CHARTS_PATH", "TARGET_PATH", "WINDOW_S"]
 
 SERIES_PATH = "/llmload/series"
 CHARTS_PATH = "/llmload/charts"
+TARGET_PATH = "/llmload/target"
 WINDOW_S = 5.0
 """Width of one point of the charts over time, in seconds of the test."""
 
@@ -186,18 +192,52 @@ def _row(metric: str, count: int | None = None, mean: float | None = None, media
     return {"metric": metric, "count": count, "mean": mean, "median": median, "p90": p90, "p99": p99, "max": maximum}
 
 
+class TargetLabels:
+    """What the web UI says beside a host: the rehearsal text for the built-in target, else nothing.
+
+    The host is asked (GET /llmload/sim, no key) once; a host that does not answer yet is asked again next time.
+    """
+
+    def __init__(self, identity_of: Callable[..., dict[str, Any] | None] = simulator_identity) -> None:
+        self._identity_of = identity_of
+        self._known: dict[str, str] = {}
+
+    def __call__(self, host: str) -> str:
+        if host not in self._known:
+            try:
+                identity = self._identity_of(host, timeout_s=2.0)
+            except (ControlCallFailed, ValueError):  # nothing answers there yet, or the host is no URL
+                return ""
+            self._known[host] = rehearsal_text(identity) if identity is not None else ""
+        return self._known[host]
+
+    def known(self, host: str) -> str:
+        """The text already found for ``host``, without asking it (for the pages polled every few seconds)."""
+        return self._known.get(host, "")
+
+
 def _asset(name: str) -> bytes:
     return resources.files("llmload").joinpath(f"data/webui/{name}").read_bytes()
 
 
 def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | None"]) -> None:
-    """Add the *Streaming metrics* tab, the series endpoint and the charts page to Locust's web UI."""
+    """Add the *Streaming metrics* tab, the series and target endpoints and the charts page to Locust's web UI."""
     # The form lists the options in the table's order (host, gpu, model, effort, ..., key last), not a-z.
     web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {"sort_keys": False}
     web_ui.template_args["extended_tabs"] = [{"title": "Streaming metrics", "key": "streaming"}]
     web_ui.template_args["extended_tables"] = [{"key": "streaming", "structure": [
         {"key": k, "title": t} for k, t in (("metric", "Metric"), ("count", "Count"), ("mean", "Mean or share"),
                                             ("median", "Median"), ("p90", "P90"), ("p99", "P99"), ("max", "Max"))]}]
+
+    labels = TargetLabels()
+
+    def host() -> str:
+        return web_ui.environment.host or ""
+
+    @web_ui.app.route(TARGET_PATH)
+    def _target() -> Any:
+        body = {"host": host(), "rehearsal": labels(host())}
+        return web_ui.app.response_class(orjson.dumps(body), mimetype="application/json")
 
     @web_ui.app.route(SERIES_PATH)
     def _series() -> Any:
@@ -220,5 +260,7 @@ def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | Non
             return response
         stats = live_stats()
         rows = stats.rows() if stats is not None else []
+        if rehearsal := labels.known(host()):  # under the results folder's row, which a running test has first
+            rows.insert(min(1, len(rows)), _row(f"target: {host()}: {rehearsal}"))
         response.set_data(orjson.dumps({**response.get_json(), "extended_stats": [{"key": "streaming", "data": rows}]}))
         return response

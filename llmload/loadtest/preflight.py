@@ -14,7 +14,7 @@ from llmload.errors import ControlCallFailed, ServerError
 from llmload.options import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,24 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
     except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"
         version = None
     try:
-        simulator = get_json(f"{root}{IDENTITY_PATH}", api_key, timeout_s)
-    except (ControlCallFailed, ValueError):  # any failure means a server other than the built-in target
+        simulator = simulator_identity(root, api_key, timeout_s)
+    except ControlCallFailed:
         simulator = None
-    return ServerInfo(root, models, version, simulator if isinstance(simulator, dict) else None)
+    return ServerInfo(root, models, version, simulator)
+
+
+def simulator_identity(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """The built-in target's own description (GET /llmload/sim: its GPU profile and SPEEDUP); None from a server
+    that answers without one. ControlCallFailed when nothing answers; ValueError when ``base_url`` is not a URL."""
+    try:
+        answer = get_json(f"{server_root(base_url)}{IDENTITY_PATH}", api_key, timeout_s)
+    except ControlCallFailed as e:
+        if e.status is None:
+            raise
+        return None  # any answer but the description means a server other than the built-in target
+    except orjson.JSONDecodeError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def resolve_model(requested: str, info: ServerInfo) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import jinja2
 import orjson
 
-from llmload.errors import ConfigError, TemplateError
+from llmload.errors import TemplateError
 from llmload.promptsets.tokens import prompt_tokens, text_tokens
 
 __all__ = ["SIZES", "TOLERANCE", "Template", "TemplateError", "load_templates", "generate_prompt", "generate_set"]

@@ -3,6 +3,8 @@
 A key the class does not name is left out (files hold more than their readers use). An absent field
 takes its default, or None when it may be None; any other absent field, or a value of the wrong
 type, raises ResultsError naming where it is (``no ttft_ms.median``, ``ttft_ms.median: 'x' is not a float``).
+A file's ``schema_version`` is checked first: every version up to the reader's own is read (what an older
+file lacks takes its default), a newer one is named in one line.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import dataclasses
 import types
 import typing
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 from llmload.errors import ResultsError
 
-__all__ = ["decode"]
+__all__ = ["decode", "check_schema_version"]
 
 T = TypeVar("T")
 _LEAVES: dict[Any, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
@@ -29,6 +32,18 @@ def _hints(cls: type) -> dict[str, Any]:
 def decode(cls: type[T], data: Any) -> T:
     """``data`` (decoded JSON) as an instance of dataclass ``cls``; ResultsError (one line) when it is not one."""
     return _value(cls, data, "")
+
+
+def check_schema_version(data: Any, path: Path | str, newest: int) -> int:
+    """The schema version ``data`` (decoded JSON) was written in, when this llmload reads it (1 to ``newest``);
+    ResultsError (one line) for a newer version, or for none."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if type(version) is int and 1 <= version <= newest:
+        return version
+    if type(version) is int and version > newest:
+        raise ResultsError(f"{path}: schema_version {version} is newer than this llmload reads (up to {newest}): "
+                           "read it with a newer llmload")
+    raise ResultsError(f"{path}: schema_version {version!r} is not one this llmload reads (1 to {newest})")
 
 
 def _at(where: str, text: str) -> ResultsError:

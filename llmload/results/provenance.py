@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "served_by_text"]
+__all__ = ["served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "rehearsal_text", "served_by_text"]
 
 
 def served_by_of(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -29,6 +29,11 @@ def rehearsal_speedup(served_by: dict[str, Any] | None) -> float:
 def rehearsal_label(served_by: dict[str, Any]) -> str:
     """``REHEARSAL (built-in target playing h100, SPEEDUP 20x)``."""
     return f"REHEARSAL (built-in target playing {served_by.get('gpu_profile') or '?'}, SPEEDUP {served_by.get('speedup') or 1:g}x)"
+
+
+def rehearsal_text(served_by: dict[str, Any]) -> str:
+    """What the console banner and the web UI say beside the host: the label, and that timings are simulated."""
+    return f"{rehearsal_label(served_by)}, simulated timings (not a measurement)"
 
 
 def served_by_text(served_by: dict[str, Any] | None) -> str:

@@ -3,21 +3,32 @@
 Times are seconds. ``start_monotonic_s`` is ``time.monotonic()`` (CLOCK_MONOTONIC, shared by every
 process on the machine, so the built-in target's send times can be compared with it); every other
 ``*_s`` duration is relative to the request's start.
+
+samples.jsonl's versions (each line's ``schema_version``; a reader reads every version up to its own, what an
+older line lacks taking its default, and names a newer one in one line):
+
+    1  2026-12-02: the first records. warmup, effort, scheduled_monotonic_s, slot_wait_s and arrival_stamps
+       were added later without a new version: a version-1 line may lack them.
+    2  2026-12-04: the same fields, every one always written; tpot_s is None when the tokens came in fewer
+       than two events (a version-1 line may hold about 0 there).
+
+tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import orjson
 
+from llmload.results.decode import check_schema_version
 from llmload.results.jsonl import iter_json_lines
 
-__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "read_records", "run_span_s"]
+__all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "record_rows", "read_records", "run_span_s"]
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 
 
 def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
@@ -100,9 +111,17 @@ class RequestRecord:
         return cls(**row)
 
 
-def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Yield the records of a samples.jsonl file, skipping a torn last line from a killed run."""
+def record_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Each line of a samples.jsonl file as decoded JSON, skipping a torn last line from a killed run;
+    ResultsError (one line) for a line of a newer version than this llmload reads."""
     for row in iter_json_lines(path):
+        check_schema_version(row, path, RECORD_SCHEMA_VERSION)
+        yield row
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Yield the records of a samples.jsonl file (see ``record_rows``)."""
+    for row in record_rows(path):
         yield RequestRecord.from_json(row)
 
 

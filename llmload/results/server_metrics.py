@@ -4,12 +4,12 @@ samples, and a series of samples summarised. Pure: llmload.sweep.sampler does th
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmload.results.jsonl import iter_json_lines
 
@@ -19,26 +19,18 @@ __all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSummary", "Increas
 METRICS_SCHEMA_VERSION = 1
 
 
-# name, optional {labels} (quoted values may hold braces, commas, escaped quotes), value; a timestamp may follow.
-_SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(\S+)')
-
-
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each metric's samples over its label sets; skip comments, _bucket/_created and NaN."""
+    """Each sample name's value summed over its label sets, by prometheus_client's parser (vLLM writes its
+    /metrics with prometheus_client); _bucket and _created samples and NaN are left out. Text that is not
+    Prometheus's (an HTML page) gives {}."""
     out: dict[str, float] = {}
-    for raw in text.splitlines():
-        match = _SAMPLE.match(raw.strip())
-        if match is None:  # blank, # HELP / # TYPE / comment, or not Prometheus text
-            continue
-        name, value_text = match.groups()
-        if name.endswith(("_bucket", "_created")):
-            continue
-        try:
-            value = float(value_text)
-        except ValueError:
-            continue
-        if not math.isnan(value):
-            out[name] = out.get(name, 0.0) + value
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if not sample.name.endswith(("_bucket", "_created")) and not math.isnan(sample.value):
+                    out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
+    except ValueError:  # the parser's word for a line that is not Prometheus text
+        return {}
     return out
 
 

@@ -19,14 +19,14 @@ import orjson
 
 from llmload.errors import ResultsError
 from llmload.files import write_atomic
-from llmload.results.decode import decode
+from llmload.results.decode import check_schema_version, decode
 from llmload.options import bare_model_name
 from llmload.results.records import RequestRecord, read_records, tpot_s
 from llmload.results.server_metrics import read_samples
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
 __all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "LOCUST_FILES", "SampleWriter",
-           "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "check_schema_version", "rebuild_summary",
+           "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "rebuild_summary",
            "older_summary_version", "recompute_summary"]
 
 SAMPLES_FILE = "samples.jsonl"
@@ -116,14 +116,6 @@ def write_summary(run_dir: Path, summary: Summary) -> Path:
     return write_atomic(run_dir / SUMMARY_FILE, orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def check_schema_version(data: Any, path: Path, expected: int = SUMMARY_SCHEMA_VERSION) -> None:
-    """Raise ResultsError (one line) when ``data`` carries another schema version than ``expected`` (or none)."""
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != expected:
-        raise ResultsError(f"{path}: schema_version {version!r} is not {expected}, the one this suite reads; "
-                           "read it with the suite that wrote it")
-
-
 def _run_folder(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: no such folder" if not run_dir.exists()
@@ -142,11 +134,16 @@ def read_summary(run_dir: Path) -> Summary:
         raise _kept_aside(path, f"is not valid JSON ({e})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise _kept_aside(path, "is not a run summary (no schema_version)")
-    check_schema_version(data, path)  # a newer suite's summary is read by that suite, not rebuilt
+    check_schema_version(data, path, SUMMARY_SCHEMA_VERSION)  # a newer suite's summary is read by that suite, not rebuilt
     try:
-        return decode(Summary, data)
+        return decode(Summary, _filled(data))
     except ResultsError as e:
         raise _kept_aside(path, f"is not a run summary ({e})") from None
+
+
+def _filled(data: dict[str, Any]) -> dict[str, Any]:
+    """A summary's JSON with what its version lacks and decode cannot default: the first ones had no slo list."""
+    return {"slo": [], **data} if data.get("schema_version") == 1 else data
 
 
 def _kept_aside(path: Path, what: str) -> ResultsError:
@@ -194,7 +191,7 @@ def recompute_summary(run_dir: Path) -> Summary:
     left as it is."""
     path = run_dir / SUMMARY_FILE
     try:
-        old = decode(Summary, orjson.loads(path.read_bytes()))  # an older version lacks only fields with defaults
+        old = decode(Summary, _filled(orjson.loads(path.read_bytes())))  # an older version lacks only fields with defaults
     except (OSError, orjson.JSONDecodeError, ResultsError) as e:
         raise _kept_aside(path, f"is not a run summary ({e})") from None
     window = run_dir / SERVER_WINDOW_FILE

@@ -4,6 +4,17 @@ Percentiles are exact (numpy's linear interpolation over every sample, as vLLM's
 computes them), never Locust's rounded histogram buckets. Each median and percentile has its 95%
 interval beside it (``median_ci95``), rates theirs from batch means (``rps_ci95``); see intervals.py.
 Inputs are seconds; the Summary reports milliseconds, and its field names say so.
+
+summary.json's versions (``schema_version``; a reader reads every version up to its own, what an older
+file lacks taking its default or None, and names a newer one in one line):
+
+    1  2026-12-02: the first summaries. Fields were added later without a new version (by_effort, slo,
+       slo_met, arrivals, stopped_early, generator, server_vs_client, the *_ci95 intervals among them):
+       a version-1 file may lack them.
+    2  2026-12-04: delivery, warnings and server_vs_client's causes added; no TPOT for answers sent in one
+       event (`llmload report` computes a version-1 summary again from samples.jsonl).
+
+tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from llmload.results.slo import SloResult, check_slo, is_good
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 2  # 2: delivery, warnings, server_vs_client's causes; no TPOT for answers sent in one event
+SUMMARY_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)

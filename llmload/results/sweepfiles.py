@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 import orjson
 
 from llmload.errors import ResultsError
-from llmload.results.decode import decode
+from llmload.results.decode import check_schema_version, decode
 from llmload.results.server_metrics import MetricsSummary
 from llmload.results.slo import SloResult
-from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, SCENARIO_FILE, check_schema_version
+from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, SCENARIO_FILE
 
 __all__ = ["CELL_SCHEMA_VERSION", "PlannedCell", "ScenarioRecord", "CellMarker", "Step", "CapacityResult", "read_json",
            "read_scenario", "read_cell_marker", "read_capacity"]

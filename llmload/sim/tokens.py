@@ -66,11 +66,6 @@ WORDS: tuple[str, ...] = (
 WORD_BYTES: tuple[bytes, ...] = tuple((w + " ").encode("ascii") for w in WORDS)
 
 
-def token_text(position: int) -> str:
-    """Text of the output token at a 0-based position within reasoning or answer."""
-    return WORDS[position % len(WORDS)] + " "
-
-
 def tokens_text(count: int) -> str:
     """Concatenated text of the first count tokens (used for non-stream bodies)."""
     n = len(WORDS)

@@ -60,10 +60,6 @@ class Cell:
     duration_s: float | None  # DURATION in seconds (before any SPEEDUP); None when REQUESTS decides
     repeats: int = 1  # REPEATS: how many times the sweep runs it (not in settings, so not in its key)
 
-    def load_args(self) -> list[str]:
-        """KEY=VALUE words for ``python -m llmload load``."""
-        return [f"{k}={v}" for k, v in self.settings.items()]
-
 
 @dataclass(frozen=True)
 class Scenario:
@@ -74,11 +70,6 @@ class Scenario:
     path: Path
     server: dict[str, str]  # as written: {KEY} placeholders left in (each Cell has them filled)
     cells: tuple[Cell, ...]
-
-    def duration_s_total(self) -> float | None:
-        """The sum of the cells' DURATIONs; None if any cell ends by REQUESTS instead."""
-        durations = [c.duration_s for c in self.cells]
-        return None if None in durations else sum(d for d in durations if d is not None)
 
 
 class _Loader(yaml.SafeLoader):

@@ -30,6 +30,8 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from llmload.results.efforts import mixed_efforts  # noqa: E402
+from llmload.results.slo import slos_of  # noqa: E402
 from llmload.results.summary import summarize  # noqa: E402
 from llmload.results.records import read_records  # noqa: E402
 from llmload.sweep.scenarios import load_scenario  # noqa: E402
@@ -91,7 +93,7 @@ def build(out: Path, seed: Path) -> float:
         (d / "server_metrics.jsonl").write_bytes(b"".join(orjson.dumps({"schema_version": 1, **row}) + b"\n" for row in series))
         cfg = {**config, "gpu": "h100", "model": f"openai/{model}", "effort": effort, "users": users, "prompts": s["PROMPTS"],
                "max_tokens": 0, "out": str(d)}
-        summary = summarize(records, cfg)
+        summary = summarize(records, cfg, slos=slos_of(cfg), mix_efforts=mixed_efforts(effort))
         (d / "summary.json").write_bytes(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2))
         marker = {"schema_version": 1, "index": cell.index, "key": cell.key, "label": cell.label, "settings": cell.settings,
                   "server": {**cell.server, "version": "bench"}, "finished_unix_s": time.time(),

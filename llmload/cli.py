@@ -20,7 +20,6 @@ every file is written and the result block printed; a second one cuts the stream
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import signal
@@ -32,11 +31,14 @@ from pathlib import Path
 from typing import Sequence
 
 from llmload import options as opts
+from llmload.credentials import read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.console import Progress, banner_lines
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
+from llmload.results.provenance import bare_model_name
 from llmload.results.report import format_result
 from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir, older_summary_version, read_summary,
                                      rebuild_summary, recompute_summary, write_summary)
@@ -50,7 +52,7 @@ EXIT_FAIL_RATIO = 3
 """The run stopped (or ended) with more failed requests than MAX_FAIL_RATIO allows."""
 
 
-def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous: bool, out: Path | None) -> list[str]:
+def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool, out: Path | None) -> list[str]:
     """Locust's command line: its own flags for the options it owns, the suite's for the rest.
 
     ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
@@ -60,12 +62,11 @@ def _locust_argv(options: argparse.Namespace, host: str, model: str, continuous:
     values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(users),
-              "run_time": f"{max(1, math.ceil(opts.scaled_duration_s(options)))}s"}  # Locust takes whole seconds
+              "run_time": f"{max(1, math.ceil(options.scaled_duration_s))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
-    for o in opts.OPTIONS:
-        if o.secret or not o.to_locust or (o.dest == "run_time" and options.requests):
-            continue  # secrets go in the environment, not on a command line that ps can read;
-            # with REQUESTS the test ends when the last request does
+    for o in RECORDED_OPTIONS:  # the API key goes in the environment, not on a command line that ps can read
+        if o.dest == "run_time" and options.requests:
+            continue  # with REQUESTS the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     if options.workers:
         argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
@@ -93,7 +94,7 @@ def _worker(settings: Sequence[str]) -> int:
 
 
 
-def _locust_output_argv(options: argparse.Namespace, out: Path) -> list[str]:
+def _locust_output_argv(options: LaunchConfig, out: Path) -> list[str]:
     """Locust's own console table and CSV files, as LOCUST_TABLE and LOCUST_HISTORY ask."""
     argv = [] if options.locust_table == "on" else ["--only-summary"]
     if options.locust_history == "on":
@@ -108,9 +109,9 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str], headless: bool) -> tuple[argparse.Namespace, dict[str, str]]:
+def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
     """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
-    options = opts.parse_run_args(settings)
+    options = parse_run_args(settings)
     overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
@@ -166,14 +167,14 @@ def _remove_if_empty(made: list[Path], out: Path) -> None:
 
 def _run(settings: Sequence[str], headless: bool) -> int:
     options, overrides = _prepare(settings, headless)
-    key = opts.api_key(options)
+    key = read_api_key(options.api_key_file)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with SignalForwarder() as signals, target(options) as host:
         info = probe_server(host, key)
         model = resolve_model(options.model, info)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        progress = Progress(out / SAMPLES_FILE, None if options.requests else opts.scaled_duration_s(options), options.requests)
+        progress = Progress(out / SAMPLES_FILE, None if options.requests else options.scaled_duration_s, options.requests)
         if headless:
             argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
@@ -186,7 +187,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             named = Path(options.out) if options.out else None  # else the test names it from the form's values
             argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
-            if opts.web_login() is not None:
+            if web_login() is not None:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
             later = f"{named}/" if named else "results/<time>-<gpu>-<model>-<effort>-u<users>/, named when the test starts"
             print("\n".join(banner_lines(options, host, model, served_by(info, model), later, overrides)), flush=True)
@@ -240,7 +241,7 @@ def _prompts(settings: Sequence[str]) -> int:
     options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
     sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
     out = Path(options.out) if options.out else GENERATED_DIR
-    key = opts.api_key(options)
+    key = read_api_key(options.api_key_file)
     info = probe_server(options.verify, key, setting="VERIFY") if options.verify else None  # before any set is written
     for stats in write_prompt_sets(sizes, options.count, options.seed, Path(options.templates), out):
         print(f"{out}/{stats.size}.jsonl: {stats.count} prompts, {stats.prompt_tokens_min}-{stats.prompt_tokens_max} tokens "
@@ -270,7 +271,7 @@ def _sweep(settings: Sequence[str]) -> int:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
     out = Path(options.out) if options.out else Path("results") / scenario.name
-    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, opts.api_key(options),
+    return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, read_api_key(options.api_key_file),
                      repeats=options.repeats)
 
 
@@ -287,8 +288,8 @@ def _capacity(settings: Sequence[str]) -> int:
     if parsed.host and parsed.speedup != 1.0:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
     effort = parsed.effort.partition(":")[0]
-    out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{opts.bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
-    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, opts.api_key(parsed))
+    out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
+    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, read_api_key(parsed.api_key_file))
     if code == 0:
         from plots.capacity import load_capacity
         from plots.figures import capacity_figure

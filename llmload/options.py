@@ -6,6 +6,10 @@ turns each KEY=VALUE into its flag. Options Locust itself owns (host, users, spa
 time, stop timeout) keep Locust's flags; the rest are added to Locust's parser from this table,
 with typed defaults so the web UI can cast what is typed into its form. Each option lists the
 commands that take it; summary.json's ``config`` records a run's options under ``config_name``.
+
+Only the table and its parsing live here: a run's options become one typed RunConfig in
+loadtest/runconfig.py; the grammars of values live with the stages that use them (EFFORT's mix in
+results/efforts.py, SLO in results/slo.py), the API key and WEB_LOGIN in credentials.py.
 """
 
 from __future__ import annotations
@@ -15,22 +19,17 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmload.errors import ConfigError
 
 __all__ = [
-    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS", "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS",
-    "WORKER_OPTIONS", "EFFORTS", "ARRIVALS", "RUNNER_KEYS", "options_for", "host_port", "option_by_key", "bare_model_name", "REASONING_EFFORTS", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
-    "parse_run_args", "parse_duration_s", "scaled_duration_s", "effort_shares", "Slo", "SLO_METRICS", "parse_slos", "validate", "api_key", "web_login", "extra_body", "run_config",
-    "check_range", "check_ranges", "SUITE_OWNED_FIELDS", "help_lines", "FIXED_IN_WEB_UI_ENV",
+    "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS",
+    "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "WORKER_OPTIONS", "ARRIVALS", "RUNNER_KEYS", "FIXED_IN_WEB_UI_ENV",
+    "options_for", "option_by_key", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
+    "check_range", "check_ranges", "parse_duration_s", "host_port", "help_lines",
 ]
 
-REASONING_EFFORTS = ("low", "medium", "high")
-"""gpt-oss's reasoning_effort values."""
-EFFORTS = (*REASONING_EFFORTS, "none")
-"""EFFORT's values: none leaves reasoning_effort out of the request."""
 ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
@@ -225,11 +224,6 @@ CROSSCHECK_OPTIONS = options_for("crosscheck")
 WORKER_OPTIONS = options_for("worker")
 
 
-def bare_model_name(model: str) -> str:
-    """A model id without its organisation: ``openai/gpt-oss-120b`` -> ``gpt-oss-120b`` (MODEL matches either)."""
-    return model.rsplit("/", 1)[-1]
-
-
 def option_by_key(key: str) -> Option:
     """The table's option named ``key`` (ConfigError when there is none)."""
     for option in TABLE:
@@ -295,7 +289,7 @@ def check_range(o: Option, value: Any) -> None:
         raise ConfigError(f"{o.key}={value:g} is out of range: it must be a finite number{' ' if rules else ''}{' and '.join(rules)}{default}")
 
 
-def check_ranges(options: Any, table: Sequence[Option] = OPTIONS) -> None:
+def check_ranges(options: argparse.Namespace, table: Sequence[Option] = OPTIONS) -> None:
     """check_range for every option of ``table`` in ``options`` (values from Locust's web UI form never met the parser)."""
     for o in table:
         if hasattr(options, o.dest):
@@ -347,13 +341,6 @@ def parse_settings(settings: Sequence[str], table: Sequence[Option]) -> argparse
     return namespace
 
 
-def parse_run_args(settings: Sequence[str]) -> argparse.Namespace:
-    """Parse and validate a run's settings (KEY=VALUE words or flags)."""
-    namespace = parse_settings(settings, OPTIONS)
-    validate(namespace)
-    return namespace
-
-
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?")
 
 
@@ -366,194 +353,12 @@ def parse_duration_s(text: str) -> float:
     return int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
 
 
-def scaled_duration_s(options: Any) -> float:
-    """DURATION in seconds, divided by SPEEDUP: the built-in target then runs that much faster."""
-    return parse_duration_s(options.run_time) / options.speedup
-
-
-SUITE_OWNED_FIELDS = {
-    "model": "set MODEL= instead", "messages": "choose prompts with PROMPTS= instead",
-    "stream": "the suite always streams", "stream_options": "set CONTINUOUS_USAGE= instead",
-    "n": "one choice per request is measured", "max_tokens": "set MAX_TOKENS= instead",
-    "max_completion_tokens": "set MAX_TOKENS= instead", "temperature": "set TEMPERATURE= instead",
-    "reasoning_effort": "set EFFORT= instead",
-}
-"""Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
-
-
-def effort_shares(text: str) -> dict[str, float]:
-    """EFFORT as {effort: share of requests}: ``high`` is {"high": 1.0}; ``mix:low=3,high=1`` {"low": 0.75, "high": 0.25}."""
-    if not text.startswith("mix:"):
-        if text not in EFFORTS:
-            raise ConfigError(f"EFFORT={text!r} is not one of {', '.join(EFFORTS)}, nor a mix like mix:low=70,medium=25,high=5")
-        return {text: 1.0}
-    weights: dict[str, float] = {}
-    for part in text[len("mix:"):].split(","):
-        name, _, weight = part.partition("=")
-        name = name.strip()
-        try:
-            value = float(weight)
-        except ValueError:
-            value = -1.0
-        if name not in EFFORTS or name in weights or not 0 <= value < float("inf"):
-            raise ConfigError(f"EFFORT={text!r}: {part.strip()!r} is not effort=weight with an effort of "
-                              f"{', '.join(EFFORTS)} named once and a weight of 0 or more; e.g. mix:low=70,medium=25,high=5")
-        weights[name] = value
-    total = sum(weights.values())
-    if not total > 0:
-        raise ConfigError(f"EFFORT={text!r}: the weights add up to 0; give at least one a positive weight")
-    return {name: weight / total for name, weight in weights.items()}
-
-
-SLO_METRICS = {"ttft": "ttft_ms", "ttfvt": "ttfvt_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms"}
-"""SLO metric names and the summary.json distribution each one reads."""
-SLO_STATS = ("mean", "median", "p50", "p90", "p99")
-_SLO = re.compile(r"([a-z0-9]+)_([a-z0-9]+)<=(\d+(?:\.\d*)?|\.\d+)([a-z]*)")
-_SLO_UNITS_S = {"ms": 0.001, "s": 1.0}
-
-
-@dataclass(frozen=True)
-class Slo:
-    """One objective, ``<metric>_<stat><=<limit><unit>``: e.g. ttft_p90<=2s (the p90 of TTFT at most 2 s)."""
-
-    text: str
-    metric: str
-    """A key of SLO_METRICS: ttft, ttfvt, tpot, itl, e2e."""
-    stat: str
-    """mean, median, p90 or p99 (p50 is read as median)."""
-    limit_s: float
-
-    @property
-    def quantile(self) -> float | None:
-        """The stat as a quantile (median 0.5, p90 0.9, p99 0.99); None for the mean."""
-        return None if self.stat == "mean" else 0.5 if self.stat == "median" else int(self.stat[1:]) / 100
-
-
-def parse_slos(text: str, speedup: float = 1.0) -> tuple[Slo, ...]:
-    """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take.
-
-    ``speedup``: the target runs that many times faster (a rehearsal), so each time limit shrinks as much: the SLO
-    keeps speaking of the GPU the target plays, as RATE and DURATION do.
-    """
-    if not text.strip():
-        return ()
-    slos: list[Slo] = []
-    for part in (p.replace(" ", "") for p in text.split(",")):
-        match = _SLO.fullmatch(part)
-        if not match:
-            raise ConfigError(f"SLO={text!r}: {part!r} is not <metric>_<stat><=<number><unit>; give e.g. ttft_p90<=2s,tpot_p90<=50ms")
-        metric, stat, number, unit = match.groups()
-        if metric not in SLO_METRICS:
-            raise ConfigError(f"SLO={text!r}: {part!r} names no known metric; use one of {', '.join(SLO_METRICS)}")
-        if stat not in SLO_STATS:
-            raise ConfigError(f"SLO={text!r}: {part!r} names no known statistic; use one of {', '.join(SLO_STATS)}")
-        if unit not in _SLO_UNITS_S:
-            raise ConfigError(f"SLO={text!r}: {part!r} needs a unit, ms or s: {metric}_{stat}<={number}s or {metric}_{stat}<={number}ms")
-        stat = "median" if stat == "p50" else stat
-        if any(s.metric == metric and s.stat == stat for s in slos):
-            raise ConfigError(f"SLO={text!r}: {metric}_{stat} is given twice; keep one limit")
-        slos.append(Slo(part, metric, stat, float(number) * _SLO_UNITS_S[unit] / speedup))
-    return tuple(slos)
-
-
-def _extra_body(text: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    import orjson  # lazy: `make help` reads this table with the system's python3
-
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ConfigError(f"EXTRA_BODY is not JSON ({e}); give an object like '{{\"top_p\": 0.9}}'") from None
-    if not isinstance(value, dict):
-        raise ConfigError("EXTRA_BODY must be a JSON object like '{\"top_p\": 0.9}'")
-    owned = [key for key in value if key in SUITE_OWNED_FIELDS]
-    if owned:
-        raise ConfigError(f"EXTRA_BODY sets {owned[0]!r}, which the suite sets itself: remove it ({SUITE_OWNED_FIELDS[owned[0]]})")
-    return value
-
-
-def validate(options: argparse.Namespace) -> None:
-    """Raise ConfigError on values the parser lets through."""
-    check_ranges(options)
-    if parse_duration_s(options.run_time) <= 0:
-        raise ConfigError(f"DURATION={options.run_time} must be longer than 0 s")
-    if options.failure_backoff_max < options.failure_backoff:
-        raise ConfigError(f"FAILURE_BACKOFF_MAX={options.failure_backoff_max:g} is below FAILURE_BACKOFF={options.failure_backoff:g}; "
-                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
-    if web_login() is None and options.web_host != "127.0.0.1":
-        raise ConfigError(f"WEB_HOST={options.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
-    if not 0 < options.flush_interval <= 60:
-        raise ConfigError(f"FLUSH_INTERVAL={options.flush_interval:g} must be more than 0 and at most 60 (seconds)")
-    if options.workers and options.expect_remote_workers:
-        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
-    host_port(options.master_bind, "MASTER_BIND")
-    _extra_body(options.extra_body)
-    effort_shares(options.effort)
-    parse_slos(options.slo)
-    _validate_open_loop(options)
-    if options.early_stop == "on" and not options.slo:
-        raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
-
-
-def _validate_open_loop(options: argparse.Namespace) -> None:
-    if options.burstiness != 1.0 and options.arrivals != "gamma":
-        raise ConfigError(f"BURSTINESS applies to ARRIVALS=gamma only; with ARRIVALS={options.arrivals} leave it out")
-    if options.rate and options.num_users != 1:
-        raise ConfigError(f"USERS={options.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
-                          "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
-    workers = getattr(options, "workers", 0) or getattr(options, "expect_remote_workers", 0)
-    if options.rate and options.max_concurrency and options.max_concurrency < workers:
-        raise ConfigError(f"MAX_CONCURRENCY={options.max_concurrency} is split over {workers} workers, so each needs one: "
-                          f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
-    if options.max_concurrency and not options.rate:
-        raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
-
-
 def host_port(text: str, key: str) -> tuple[str, int]:
     """``address:port`` split, or ConfigError naming the setting."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{key}={text!r} is not address:port; use e.g. 10.0.0.5:5557")
     return host.strip("[]"), int(port)
-
-
-def api_key(options: Any) -> str:
-    """The API key: API_KEY_FILE's first line, else $API_KEY, else $OPENAI_API_KEY; empty when none."""
-    path = getattr(options, "api_key_file", "")
-    if not path:
-        return os.environ.get("API_KEY") or os.environ.get("OPENAI_API_KEY", "")
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"API_KEY_FILE={path} cannot be read ({getattr(e, 'strerror', None) or e}); give a file holding the key") from None
-    key = lines[0].strip() if lines else ""
-    if not key:
-        raise ConfigError(f"API_KEY_FILE={path} is empty; its first line must be the key")
-    return key
-
-
-def web_login() -> tuple[str, str] | None:
-    """(user, password) from $WEB_LOGIN (``user:password``), or None when it is not set."""
-    text = os.environ.get("WEB_LOGIN", "")
-    if not text:
-        return None
-    user, sep, password = text.partition(":")
-    if not (sep and user and password):
-        raise ConfigError("WEB_LOGIN must be user:password, both non-empty")
-    return user, password
-
-
-def extra_body(options: Any) -> dict[str, Any]:
-    return _extra_body(options.extra_body)
-
-
-def run_config(options: Any) -> dict[str, Any]:
-    """The run's options as recorded in summary.json (the API key left out)."""
-    config = {config_name(o): getattr(options, o.dest, o.default) for o in OPTIONS if not o.secret and o.to_locust}
-    config["duration_s"] = parse_duration_s(str(config["run_time"])) if config["run_time"] else None
-    config["extra_body"] = _extra_body(config["extra_body"])
-    return config
 
 
 def _default_text(o: Option) -> str:

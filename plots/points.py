@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from llmload.options import parse_slos
+from llmload.results.slo import parse_slos
 from plots.results import MeasuredCell, effort_part
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from llmload.errors import ResultsError
-from llmload.options import bare_model_name, config_name, option_by_key
+from llmload.options import config_name, option_by_key
+from llmload.results.provenance import bare_model_name
 from llmload.results.provenance import served_by_of
 from llmload.results.records import record_rows
 from llmload.results.server_metrics import MetricsSample, read_samples

@@ -10,7 +10,7 @@ from conftest import run_cli
 from factories import make_record
 from llmload.errors import ConfigError
 from llmload.loadtest.arrivals import Arrivals
-from llmload.options import parse_run_args
+from llmload.loadtest.runconfig import parse_run_args
 from llmload.results.records import read_records
 from llmload.results.report import format_result
 from llmload.results.summary import arrival_stats, summarize

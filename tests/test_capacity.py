@@ -9,7 +9,7 @@ from conftest import run_cli
 from factories import make_record
 from llmload.results.slo import certain_failure
 from llmload.results.summary import summarize
-from llmload.options import parse_slos
+from llmload.results.slo import parse_slos
 from llmload.sim import start_sim, stop_sim
 from llmload.sweep.capacity import Step, answer, next_load, step_of
 from plots.capacity import WHOLE_RUN, load_capacity
@@ -159,14 +159,14 @@ def test_one_sure_miss_makes_a_failing_step_certain():
                            answered=True)
     # TTFT always 0.5 s: surely over 0.1 s. TPOT straddles 30 ms: unsure. The step surely fails all the same.
     records = [rec(0.5, 0.029 if i % 2 else 0.031) for i in range(40)]
-    summary = summarize(records, {"slo": "ttft_median<=100ms,tpot_median<=30ms"})
+    summary = summarize(records, slos=parse_slos("ttft_median<=100ms,tpot_median<=30ms"))
     ttft, tpot = summary.slo
     assert (ttft.passed, ttft.certain, tpot.certain) == (False, True, False)
     assert step_of(8, "k", summary) == Step(8, False, True, "k", None, 40, tuple(summary.slo))
     # Passing needs every SLO sure; a step EARLY_STOP ended was ended by a sure miss.
-    loose = summarize(records, {"slo": "ttft_median<=1s,tpot_median<=30.5ms"})
+    loose = summarize(records, slos=parse_slos("ttft_median<=1s,tpot_median<=30.5ms"))
     assert loose.slo_met and not step_of(8, "k", loose).certain
-    unsure = summarize(records, {"slo": "tpot_median<=29.5ms"})  # median 30 ms, interval 29-31 ms: fails, unsure
+    unsure = summarize(records, slos=parse_slos("tpot_median<=29.5ms"))  # median 30 ms, interval 29-31 ms: fails, unsure
     assert not unsure.slo_met and not step_of(8, "k", unsure).certain
     stopped = replace(unsure, stopped_early="tpot_median<=29.5ms fails")
     assert step_of(8, "k", stopped).certain

@@ -9,13 +9,14 @@ import pytest
 
 from conftest import REPO, run_cli
 from llmload import options as opts
+from llmload.loadtest.runconfig import parse_run_args
 from llmload.loadtest.console import Progress, banner_lines, progress_line
 
 SIM = {"name": "llmload.sim", "rehearsal": True, "version": "0.32.0-sim", "gpu_profile": "a100", "speedup": 20.0}
 
 
 def options(**given):
-    return opts.parse_run_args([f"{k}={v}" for k, v in given.items()])
+    return parse_run_args([f"{k}={v}" for k, v in given.items()])
 
 
 @pytest.mark.pure

@@ -8,8 +8,10 @@ import pytest
 from factories import make_record
 from llmload.errors import ResultsError
 from llmload.results.decode import decode
+from llmload.results.efforts import mixed_efforts
 from llmload.results.generator import ProcessLoad, check
 from llmload.results.server_metrics import MetricsSample
+from llmload.results.slo import parse_slos
 from llmload.results.storage import SUMMARY_FILE, read_summary, write_summary
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, metric_ci95, metric_value, summarize
 from llmload.results.sweepfiles import CellMarker, read_cell_marker, read_scenario
@@ -30,8 +32,10 @@ def _full_summary() -> Summary:
     records = [_record(i, ("low", "high")[i % 2]) for i in range(40)]
     window = (MetricsSample(0.0, e2e_count=3.0, e2e_sum_s=2.0, ttft_count=3.0, ttft_sum_s=0.5, prompt_tokens_total=7.0),
               MetricsSample(9.0, e2e_count=42.0, e2e_sum_s=43.0, ttft_count=42.0, ttft_sum_s=8.0, prompt_tokens_total=1567.0))
-    return summarize(records, {"effort": "mix:low=1,high=1", "slo": "ttft_p90<=2s,e2e_median<=900ms", "users": 4},
-                     check([ProcessLoad("load process", 10.0, 1.0, wakeups=10, events=20)]), window)
+    mix, slo = "mix:low=1,high=1", "ttft_p90<=2s,e2e_median<=900ms"
+    return summarize(records, {"effort": mix, "slo": slo, "users": 4},
+                     check([ProcessLoad("load process", 10.0, 1.0, wakeups=10, events=20)]), window,
+                     slos=parse_slos(slo), mix_efforts=mixed_efforts(mix))
 
 
 def test_a_summary_reads_back_as_the_record_it_was_written_from(tmp_path):

@@ -6,10 +6,11 @@ import math
 import pytest
 
 from conftest import run_cli
+from factories import make_record
 from llmload.errors import ConfigError
 from llmload.loadtest.efforts import EffortDraw
-from llmload.options import effort_shares, parse_run_args
-from factories import make_record
+from llmload.loadtest.runconfig import parse_run_args
+from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.records import read_records
 from llmload.results.report import format_result
 from llmload.results.summary import summarize
@@ -66,7 +67,8 @@ def _record(start_s: float, e2e_s: float, effort: str | None):
 @pytest.mark.pure
 def test_summary_breaks_a_mix_down_per_effort():
     records = [_record(float(i), 1.0, "low") for i in range(6)] + [_record(float(i), 3.0, "high") for i in range(3)]
-    s = summarize(records, {"effort": "mix:low=2,medium=1,high=1"})
+    mix = "mix:low=2,medium=1,high=1"
+    s = summarize(records, {"effort": mix}, mix_efforts=mixed_efforts(mix))
     assert list(s.by_effort) == ["low", "medium", "high"]  # the mix's order; medium drew no request
     low, medium, high = s.by_effort["low"], s.by_effort["medium"], s.by_effort["high"]
     assert (low.requests_ok, medium.requests_ok, high.requests_ok) == (6, 0, 3)
@@ -79,7 +81,8 @@ def test_summary_breaks_a_mix_down_per_effort():
 
 @pytest.mark.pure
 def test_one_effort_or_old_records_have_no_breakdown():
-    assert summarize([_record(0.0, 1.0, "low")], {"effort": "low"}).by_effort == {}
+    assert mixed_efforts("low") == () and mixed_efforts("") == ()
+    assert summarize([_record(0.0, 1.0, "low")], {"effort": "low"}, mix_efforts=mixed_efforts("low")).by_effort == {}
     assert summarize([_record(0.0, 1.0, None)]).by_effort == {}
 
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("llmload", "plots")
 # Each layer may import itself and the layers listed before it (stages of the data path).
 LAYERS = (
-    ("llmload.errors", "llmload.files", "llmload.options", "llmload.processes", "llmload.control_http"),
+    ("llmload.errors", "llmload.files", "llmload.options", "llmload.processes", "llmload.control_http", "llmload.credentials"),
     ("llmload.promptsets", "llmload.results"),
     ("llmload.sim", "llmload.vllm_cpu"),
     ("llmload.client",),

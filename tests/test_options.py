@@ -1,13 +1,16 @@
 """The option table: one definition reaching the CLI, Locust, the Makefile's KEY=VALUE and the README."""
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 import llmload
 from llmload.errors import ConfigError
-from llmload.options import OPTIONS, PROMPT_OPTIONS, add_suite_options, parse_run_args, parse_duration_s, settings_to_argv
+from llmload.loadtest.runconfig import LAUNCH_OPTIONS, RECORDED_OPTIONS, LaunchConfig, RunConfig, parse_run_args
+from llmload.options import (OPTIONS, PROMPT_OPTIONS, add_suite_options, config_name, parse_duration_s, parse_settings,
+                             settings_to_argv)
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -27,9 +30,37 @@ def test_key_value_words_become_flags_and_flags_pass_through():
 
 
 def test_typed_defaults_so_the_web_ui_can_cast():
-    options = parse_run_args([])
+    options = parse_settings([], OPTIONS)
     for o in OPTIONS:
         assert type(getattr(options, o.dest)) is type(o.default), o.key
+    config = parse_run_args([])
+    for o in (*RECORDED_OPTIONS, *LAUNCH_OPTIONS):
+        assert type(getattr(config, o.dest)) is type(o.default), o.key
+
+
+def test_the_run_config_has_a_typed_field_per_option_of_the_table():
+    assert [f.name for f in fields(RunConfig)] == [o.dest for o in RECORDED_OPTIONS]
+    assert [f.name for f in fields(LaunchConfig)] == [o.dest for o in (*RECORDED_OPTIONS, *LAUNCH_OPTIONS)]
+    assert {o.dest for o in OPTIONS} - {f.name for f in fields(LaunchConfig)} == {"api_key", "web_login"}  # secrets
+    for f in fields(LaunchConfig):
+        o = next(o for o in OPTIONS if o.dest == f.name)
+        assert f.type == ("str | int | None" if o.dest == "run_time" else type(o.default).__name__), o.key
+
+
+def test_config_json_records_the_options_locust_gets_under_their_config_names():
+    record = parse_run_args(["DURATION=2m", 'EXTRA_BODY={"top_p": 0.5}']).record()
+    assert list(record) == [config_name(o) for o in RECORDED_OPTIONS] + ["duration_s"]
+    assert (record["users"], record["run_time"], record["duration_s"], record["extra_body"]) == (1, "2m", 120.0, {"top_p": 0.5})
+
+
+def test_a_tests_config_from_locusts_options_checks_ranges_and_keeps_a_missing_duration():
+    locust = parse_settings([], OPTIONS)
+    locust.host, locust.num_users, locust.run_time = None, None, None  # a worker's Locust leaves its own options unset
+    config = RunConfig.of(locust)
+    assert (config.host, config.num_users, config.run_time, config.duration_s) == ("", 1, None, None)
+    locust.request_timeout = 0.0  # typed into the web UI's form: never met the parser
+    with pytest.raises(ConfigError, match="REQUEST_TIMEOUT=0 is out of range"):
+        RunConfig.of(locust)
 
 
 def test_locust_owned_options_are_left_to_locust():

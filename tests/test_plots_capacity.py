@@ -7,6 +7,8 @@ import pytest
 
 from factories import make_record
 from llmload.errors import ResultsError
+from llmload.results.efforts import mixed_efforts
+from llmload.results.slo import parse_slos
 from llmload.results.storage import write_summary
 from llmload.results.summary import summarize
 from plots.capacity import WHOLE_RUN, load_capacity
@@ -27,7 +29,8 @@ def _capacity_out(tmp_path, answer=2, ci95=(1, 3)):
     steps = []
     for users in (1, 2, 4):
         records = [_record(i, 0.1 * users, "low") for i in range(30)] + [_record(i, 0.2 * users, "high") for i in range(30)]
-        summary = summarize(records, {"slo": SLO, "effort": "mix:low=1,high=1"})
+        summary = summarize(records, {"slo": SLO, "effort": "mix:low=1,high=1"}, slos=parse_slos(SLO),
+                            mix_efforts=mixed_efforts("mix:low=1,high=1"))
         key = f"step-u{users}"
         (tmp_path / "cells" / key).mkdir(parents=True)
         write_summary(tmp_path / "cells" / key, summary)

@@ -7,6 +7,7 @@ efforts and timings are set, so every plotted value is known.
 import pytest
 
 from factories import make_record
+from llmload.results.efforts import mixed_efforts
 from llmload.results.storage import SAMPLES_FILE, write_summary
 from llmload.results.summary import summarize
 from plots.figures import fig1_response_time, fig3_output_tokens, throughput_vs_latency
@@ -32,7 +33,7 @@ def _run(folder, effort: str, users: int):
     folder.mkdir()
     (folder / SAMPLES_FILE).write_bytes(b"".join(r.to_json_line() for r in records))
     config = {"effort": effort, "users": users, "gpu": "h100", "model": "gpt-oss-20b", "prompts": "builtin", "max_tokens": 0}
-    write_summary(folder, summarize(records, config))
+    write_summary(folder, summarize(records, config, mix_efforts=mixed_efforts(effort)))
     return load_results(folder).cells[0]
 
 

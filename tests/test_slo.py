@@ -4,10 +4,11 @@ import pytest
 
 from factories import make_record
 from llmload.errors import ConfigError
-from llmload.options import Slo, parse_run_args, parse_slos
+from llmload.loadtest.runconfig import parse_run_args
+from llmload.results.efforts import mixed_efforts
 from llmload.results.records import tpot_s
 from llmload.results.report import format_result
-from llmload.results.slo import check_slo, is_good
+from llmload.results.slo import Slo, check_slo, is_good, parse_slos, slos_of
 from llmload.results.summary import summarize
 
 
@@ -76,7 +77,7 @@ def test_a_good_request_meets_every_limit_and_has_an_answer():
 @pytest.mark.pure
 def test_summary_reports_goodput_and_each_slo():
     records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]  # TTFT 0.1 .. 1.0 s
-    s = summarize(records, {"slo": "ttft_p90<=0.95s,e2e_median<=3s"})
+    s = summarize(records, slos=parse_slos("ttft_p90<=0.95s,e2e_median<=3s"))
     assert s.duration_s == 101.0
     assert s.goodput_rps == pytest.approx(90 / 101.0)  # TTFT 1.0 s misses in one request of ten
     assert s.goodput_rps_ci95 is not None
@@ -84,8 +85,8 @@ def test_summary_reports_goodput_and_each_slo():
     assert (ttft.slo, ttft.limit_ms, ttft.value_ms, ttft.passed) == ("ttft_p90<=0.95s", 950.0, s.ttft_ms.p90, True)
     assert ttft.value_ms_ci95 == s.ttft_ms.p90_ci95 and not ttft.certain  # p90 within 900..1000 ms: unsure
     assert e2e.passed and e2e.certain and s.slo_met is True
-    assert summarize(records, {"slo": "ttft_p90<=0.5s"}).slo_met is False
-    none = summarize(records, {})
+    assert summarize(records, slos=parse_slos("ttft_p90<=0.5s")).slo_met is False
+    none = summarize(records)
     assert (none.goodput_rps, none.slo, none.slo_met) == (None, [], None)
 
 
@@ -93,12 +94,13 @@ def test_summary_reports_goodput_and_each_slo():
 def test_with_a_mix_every_effort_that_ran_must_meet_the_slo():
     records = [rec(ttft_s=0.2, effort="low", start_s=float(i)) for i in range(40)]
     records += [rec(ttft_s=3.0, e2e_s=6.0, effort="high", start_s=float(i)) for i in range(40)]
-    s = summarize(records, {"effort": "mix:low=1,medium=0,high=1", "slo": "ttft_p90<=1s"})
+    mix, slos = "mix:low=1,medium=0,high=1", parse_slos("ttft_p90<=1s")
+    s = summarize(records, {"effort": mix, "slo": "ttft_p90<=1s"}, slos=slos, mix_efforts=mixed_efforts(mix))
     low, high = s.by_effort["low"], s.by_effort["high"]
     assert low.slo[0].passed and not high.slo[0].passed and s.slo_met is False
     assert low.goodput_rps == pytest.approx(40 / s.duration_s) and high.goodput_rps == 0.0
     assert s.by_effort["medium"].requests_ok == 0  # drew nothing: not judged
-    only_low = summarize(records[:40], {"effort": "mix:low=1,medium=0,high=1", "slo": "ttft_p90<=1s"})
+    only_low = summarize(records[:40], slos=slos, mix_efforts=mixed_efforts(mix))
     assert only_low.slo_met is True
     block = format_result(s)
     assert "SLOs met by every effort:" in block and "no" in block.split("SLOs met by every effort:")[1].split("\n")[0]
@@ -113,7 +115,7 @@ def test_cells_csv_gets_a_column_per_slo_figure_and_two_per_interval():
 
     records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]
     row: dict = {}
-    _flatten("", summarize(records, {"slo": "ttft_p90<=0.95s"}).to_dict(), row)
+    _flatten("", summarize(records, slos=parse_slos("ttft_p90<=0.95s")).to_dict(), row)
     assert row["slo_ttft_p90<=0.95s_passed"] is True and row["slo_ttft_p90<=0.95s_limit_ms"] == 950.0
     assert row["slo_ttft_p90<=0.95s_value_ms_ci95_lo"] <= row["ttft_ms_p90"] <= row["slo_ttft_p90<=0.95s_value_ms_ci95_hi"]
     assert row["ttft_ms_p99_ci95_lo"] is None and row["ttft_ms_p99_ci95_hi"] is None  # 100 samples: no p99 interval
@@ -126,8 +128,9 @@ def test_a_rehearsals_limits_shrink_with_its_speedup():
     assert parse_slos("ttft_p90<=2s", 20.0)[0].limit_s == pytest.approx(0.1)
     records = [rec(ttft_s=0.1 * (i % 10 + 1), start_s=float(i)) for i in range(100)]  # TTFT 0.1 .. 1.0 s, p90 ~0.9-1 s
     rehearsal = {"slo": "ttft_p90<=10s", "served_by": {"rehearsal": True, "speedup": 20.0}}
-    (ttft,) = summarize(records, rehearsal).slo
+    (ttft,) = summarize(records, rehearsal, slos=slos_of(rehearsal)).slo  # slos_of: as the run and `report` parse them
     assert (ttft.limit_ms, ttft.passed) == (pytest.approx(500.0), False)
-    assert "Limits divided by SPEEDUP 20" in format_result(summarize(records, rehearsal))
+    assert "Limits divided by SPEEDUP 20" in format_result(summarize(records, rehearsal, slos=slos_of(rehearsal)))
     real = {"slo": "ttft_p90<=10s", "served_by": {"rehearsal": False, "speedup": 20.0}}
-    assert summarize(records, real).slo[0].passed and "SPEEDUP" not in format_result(summarize(records, real))
+    real_summary = summarize(records, real, slos=slos_of(real))
+    assert real_summary.slo[0].passed and "SPEEDUP" not in format_result(real_summary)

@@ -27,13 +27,14 @@ from pathlib import Path
 
 import orjson
 
-from llmload import options as opts
+from llmload.credentials import read_api_key
 from llmload.crosscheck.compare import METRICS, SERVER_KEYS, SERVER_TOLERANCE_PCT, bench_metrics, compare, format_table, suite_metrics
 from llmload.errors import ConfigError, LoadTestError
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
 from llmload.loadtest.server_window import ServerWindow
 from llmload.processes import die_with_parent
+from llmload.results.provenance import bare_model_name
 from llmload.results.reconcile import ServerAccount, server_account
 from llmload.results.storage import read_summary
 from llmload.results.summary import Summary
@@ -140,11 +141,11 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     if options.num_users < 1 or options.requests < 0:
         raise ConfigError("USERS must be at least 1, REQUESTS 0 (the default, 100) or more")
     random_workload(options.prompts)
-    api_key = opts.api_key(options)
+    api_key = read_api_key(options.api_key_file)
     model = resolve_model(options.model, probe_server(options.host, api_key))
     requests = options.requests or DEFAULT_REQUESTS
     repeats = options.repeats or DEFAULT_REPEATS
-    out = Path(options.out) if options.out else Path("results") / f"crosscheck-{opts.bare_model_name(model)}"
+    out = Path(options.out) if options.out else Path("results") / f"crosscheck-{bare_model_name(model)}"
     if (out / "crosscheck.json").exists():
         raise ConfigError(f"OUT={out} already holds a crosscheck; choose another OUT")
     tools = ("vllm_bench", "llmload")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from llmload import options as opts
+from llmload.loadtest.runconfig import RunConfig
 from llmload.results.provenance import is_rehearsal, rehearsal_text
 
 __all__ = ["banner_lines", "override_notes", "progress_line", "format_s", "Progress"]
@@ -26,7 +26,7 @@ def format_s(seconds: float) -> str:
     return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def override_notes(options: Any, overrides: dict[str, str]) -> list[str]:
+def override_notes(options: RunConfig, overrides: dict[str, str]) -> list[str]:
     """Settings the prompt set replaces, said out loud (random:IN:OUT sends its own max_tokens)."""
     notes = []
     if "max_tokens" in overrides and options.max_tokens:
@@ -35,7 +35,7 @@ def override_notes(options: Any, overrides: dict[str, str]) -> list[str]:
     return notes
 
 
-def _load_text(options: Any) -> str:
+def _load_text(options: RunConfig) -> str:
     if options.rate:
         cap = f", at most {options.max_concurrency} in flight" if options.max_concurrency else ""
         how = f"{options.rate:g} requests/s, {options.arrivals} arrivals{cap} (open loop)"
@@ -43,12 +43,12 @@ def _load_text(options: Any) -> str:
         how = f"{options.num_users} user{'s' if options.num_users != 1 else ''}"
     if options.requests:
         return f"{options.requests} requests, {how}" if options.rate else f"{options.requests} requests, at most {how} at once"
-    seconds = opts.scaled_duration_s(options)
+    seconds = options.scaled_duration_s
     scaled = f" (DURATION {options.run_time} / SPEEDUP {options.speedup:g})" if options.speedup != 1 else ""
     return f"{format_s(seconds)} of load{scaled}, {how}" + ("" if options.rate else " (closed loop)")
 
 
-def banner_lines(options: Any, host: str, model: str, served_by: dict[str, Any], results: str,
+def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str, Any], results: str,
                  overrides: dict[str, str]) -> list[str]:
     """The lines printed before any load: what is loaded, how, for how long, and where results go."""
     max_tokens = overrides.get("max_tokens") or (options.max_tokens or "server default")

@@ -11,7 +11,7 @@ import orjson
 
 from llmload.control_http import get_json, server_root, split_base_url, tls_context
 from llmload.errors import ControlCallFailed, ServerError
-from llmload.options import bare_model_name
+from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
 __all__ = ["ServerInfo", "probe_server", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]

@@ -18,10 +18,9 @@ from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from llmload import options as opts
 from llmload.client.body import ChatOptions
 from llmload.client.measure import ChatClient, make_client
-from llmload.control_http import server_root
+from llmload.credentials import api_key_for
 from llmload.errors import LoadTestError
 from llmload.loadtest.arrivals import Arrivals
 from llmload.loadtest.budget import RequestBudget
@@ -33,11 +32,13 @@ from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import ServerInfo, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
+from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
-from llmload.results.provenance import rehearsal_speedup
 from llmload.results.records import RequestRecord, read_records
+from llmload.results.slo import Slo, slos_of
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
 from llmload.results.summary import summarize
@@ -57,8 +58,7 @@ class RunSession:
     """One test (from test_start to test_stop): its options, prompts, files and live stats."""
 
     def __init__(self, environment: Any) -> None:
-        o = environment.parsed_options
-        opts.check_ranges(o)  # values typed into the web UI's form have not met the parser's checks
+        o = RunConfig.of(environment.parsed_options)
         self.plan = plan_of(environment)
         info = self._connect(environment, o)
         chat = self._what_to_send(o, info)
@@ -73,19 +73,21 @@ class RunSession:
         else:
             self._own_the_run(environment, o, info, chat)
 
-    def _connect(self, environment: Any, o: Any) -> ServerInfo:
+    def _connect(self, environment: Any, o: RunConfig) -> ServerInfo:
         """The target: its root, the key it gets, and what it serves (asked before anything else is done)."""
         self.host = (environment.host or o.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
-        self.api_key = _api_key_for(o, self.host, getattr(environment, "llmload_start_host", None) or self.host)
+        parsed = environment.parsed_options
+        typed, parsed.api_key = parsed.api_key, ""  # a key typed in the form is used once: not after a change of host
+        self.api_key = api_key_for(self.host, getattr(environment, "llmload_start_host", None) or self.host, typed)
         return probe_server(self.host, self.api_key)
 
-    def _what_to_send(self, o: Any, info: ServerInfo) -> ChatOptions:
+    def _what_to_send(self, o: RunConfig, info: ServerInfo) -> ChatOptions:
         """The prompts, their order and the request body per effort; returns the body's options before the effort."""
         chat = ChatOptions(model=resolve_model(o.model, info), max_tokens=o.max_tokens, temperature=o.temperature,
-                           continuous_usage=continuous_usage(o.continuous_usage, info), extra_body=opts.extra_body(o))
-        self.efforts = EffortDraw(opts.effort_shares(o.effort), o.seed)
+                           continuous_usage=continuous_usage(o.continuous_usage, info), extra_body=parse_extra_body(o.extra_body))
+        self.efforts = EffortDraw(effort_shares(o.effort), o.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
         self.in_sequence = o.order == "sequence"
@@ -94,7 +96,7 @@ class RunSession:
         self.seed = o.seed
         return chat
 
-    def _how_to_send(self, o: Any) -> None:
+    def _how_to_send(self, o: RunConfig) -> None:
         """The client, its timeouts and back-off, RATE's schedule, and the SLOs EARLY_STOP watches."""
         self.client_name = o.client
         self.timeout_s = o.request_timeout
@@ -107,11 +109,11 @@ class RunSession:
         self.max_concurrency = share(o.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
-        self.slos: tuple[opts.Slo, ...] = ()  # the run's owner parses them once it knows the target's SPEEDUP
+        self.slos: tuple[Slo, ...] = ()  # the run's owner parses them once it knows the target's SPEEDUP
         self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
         self.stopped_early: str | None = None
 
-    def _serve_the_master(self, o: Any, runner: WorkerRunner) -> None:
+    def _serve_the_master(self, o: RunConfig, runner: WorkerRunner) -> None:
         """A worker: its share of the request counts; records, failures and the end go to the master."""
         self.budget = RequestBudget(
             share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
@@ -120,10 +122,10 @@ class RunSession:
         self.forwarder = WorkerForwarder(runner)
         self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
 
-    def _own_the_run(self, environment: Any, o: Any, info: ServerInfo, chat: ChatOptions) -> None:
+    def _own_the_run(self, environment: Any, o: RunConfig, info: ServerInfo, chat: ChatOptions) -> None:
         """The load process or the master: it counts requests, ends the test, writes the files and serves the table."""
         runner = environment.runner
-        end_test = runner.quit if o.headless else runner.stop
+        end_test = runner.quit if environment.parsed_options.headless else runner.stop
         self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
         self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         # RATE: one dispatching user per process, not a load setting (USERS is 1)
@@ -142,12 +144,13 @@ class RunSession:
             watch_slos(self, float(o.run_time or 60), end_test)
         self.server_window = ServerWindow(self.host, self.api_key)
 
-    def _open_run_dir(self, o: Any, info: ServerInfo, chat: ChatOptions, users: int) -> None:
+    def _open_run_dir(self, o: RunConfig, info: ServerInfo, chat: ChatOptions, users: int) -> None:
         """The run's folder, its config.json and the samples writer (started)."""
-        self.config = {**opts.run_config(o), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
+        self.config = {**o.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
                        "served_by": served_by(info, chat.model), "users": users, "prompt_overrides": prompt_overrides(self.prompts)}
         _check_target_plays(o, self.config["served_by"])
-        self.slos = opts.parse_slos(o.slo, rehearsal_speedup(self.config["served_by"]))
+        self.slos = slos_of(self.config)
+        self.mix_efforts = mixed_efforts(o.effort)
         # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
         base = Path(o.out) if o.out else default_run_dir(o.gpu, chat.model, o.effort, users)
         self.run_dir = fresh_run_dir(base)
@@ -235,7 +238,7 @@ class RunSession:
         self.writer.close()
         records = list(read_records(self.writer.path))
         window = self.server_window.close(sum(1 for r in records if r.ok), self.run_dir / SERVER_WINDOW_FILE)
-        summary = summarize(records, self.config, check(loads), window)
+        summary = summarize(records, self.config, check(loads), window, slos=self.slos, mix_efforts=self.mix_efforts)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment),
                                                         stopped_early=self.stopped_early))
         write_vllm_bench(self.run_dir, records, self.config)
@@ -243,7 +246,7 @@ class RunSession:
         logger.info("llmload: results in %s/ (summary.json, vllm_bench.json, samples.jsonl, locust_*.csv)", self.run_dir)
 
 
-def _check_target_plays(o: Any, served_by: dict[str, Any]) -> None:
+def _check_target_plays(o: RunConfig, served_by: dict[str, Any]) -> None:
     """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
     if not served_by.get("rehearsal"):
         return
@@ -255,26 +258,6 @@ def _check_target_plays(o: Any, served_by: dict[str, Any]) -> None:
     if o.speedup != 1.0 and o.speedup != speedup:
         raise LoadTestError(f"SPEEDUP={o.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
                             f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={o.speedup:g}")
-
-
-def _api_key_for(options: Any, host: str, start_host: str) -> str:
-    """The key typed in the web UI's form for this test, else the environment's key, but only for the start host."""
-    if options.api_key:
-        typed, options.api_key = options.api_key, ""  # used once: it must not follow a later change of host
-        return typed
-    key = opts.api_key(options)
-    if key and not _same_server(host, start_host):
-        logger.warning("HOST changed from %s to %s: the API key is not sent there; type one in the form's API key field",
-                       start_host, host)
-        return ""
-    return key
-
-
-def _same_server(a: str, b: str) -> bool:
-    try:
-        return server_root(a) == server_root(b)
-    except ValueError:
-        return False
 
 
 def _write_locust_csv(environment: Any, run_dir: Path) -> None:

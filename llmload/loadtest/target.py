@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Iterator
 
 from llmload.errors import ConfigError
+from llmload.loadtest.runconfig import RunConfig
 
 __all__ = ["target"]
 
 
 @contextlib.contextmanager
-def target(options: Any) -> Iterator[str]:
+def target(options: RunConfig) -> Iterator[str]:
     """Yield the server root; a built-in target (SPEEDUP times faster) lives as long as the block."""
     if options.host:
         yield options.host.rstrip("/")

@@ -14,7 +14,7 @@ import secrets
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
-from llmload import options as opts
+from llmload.credentials import web_login
 
 __all__ = ["install_webui_guard"]
 
@@ -28,7 +28,7 @@ def install_webui_guard(web_ui: Any, web_host: str, web_port: int) -> None:
     loopback_hosts = {f"127.0.0.1:{web_port}", f"localhost:{web_port}"} if web_host == "127.0.0.1" else None
     web_ui.app.wsgi_app = _OriginGuard(web_ui.app.wsgi_app, loopback_hosts)
     if web_ui.web_login:
-        login = opts.web_login()
+        login = web_login()
         if login is None:
             logger.error("error: --web-login needs WEB_LOGIN=user:password in the environment; nobody can log in")
             return

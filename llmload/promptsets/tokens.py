@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from llmload.errors import TokenizerDataError
 from llmload.files import write_atomic
-from llmload.options import REASONING_EFFORTS
+from llmload.results.efforts import REASONING_EFFORTS
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.o200k_harmony import O200K_SHA256
 

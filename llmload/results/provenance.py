@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "rehearsal_text", "served_by_text"]
+__all__ = ["bare_model_name", "served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "rehearsal_text",
+           "served_by_text"]
+
+
+def bare_model_name(model: str) -> str:
+    """A model id without its organisation: ``openai/gpt-oss-120b`` -> ``gpt-oss-120b`` (MODEL matches either)."""
+    return model.rsplit("/", 1)[-1]
 
 
 def served_by_of(config: dict[str, Any]) -> dict[str, Any] | None:

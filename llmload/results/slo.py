@@ -1,4 +1,4 @@
-"""SLOs checked against measured distributions, and vLLM's per-request goodput test.
+"""SLO's grammar, SLOs checked against measured distributions, and vLLM's per-request goodput test.
 
 An SLO passes when its statistic is within the limit; it is ``certain`` when the statistic's whole
 95% interval lies on the same side of the limit (what a capacity search needs to stop a step early).
@@ -8,16 +8,74 @@ answer, and its own value of every SLO metric is within the limit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from llmload.options import Slo
+from llmload.errors import ConfigError
 from llmload.results.intervals import quantile_ci
+from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord
 
-__all__ = ["SloResult", "check_slo", "is_good", "certain_failure", "EARLY_STOP_CONFIDENCE", "EARLY_STOP_LOOKS"]
+__all__ = ["SLO_METRICS", "Slo", "parse_slos", "slos_of", "SloResult", "check_slo", "is_good", "certain_failure",
+           "EARLY_STOP_CONFIDENCE", "EARLY_STOP_LOOKS"]
+
+SLO_METRICS = {"ttft": "ttft_ms", "ttfvt": "ttfvt_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms"}
+"""SLO metric names and the summary.json distribution each one reads."""
+SLO_STATS = ("mean", "median", "p50", "p90", "p99")
+_SLO = re.compile(r"([a-z0-9]+)_([a-z0-9]+)<=(\d+(?:\.\d*)?|\.\d+)([a-z]*)")
+_SLO_UNITS_S = {"ms": 0.001, "s": 1.0}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """One objective, ``<metric>_<stat><=<limit><unit>``: e.g. ttft_p90<=2s (the p90 of TTFT at most 2 s)."""
+
+    text: str
+    metric: str
+    """A key of SLO_METRICS: ttft, ttfvt, tpot, itl, e2e."""
+    stat: str
+    """mean, median, p90 or p99 (p50 is read as median)."""
+    limit_s: float
+
+    @property
+    def quantile(self) -> float | None:
+        """The stat as a quantile (median 0.5, p90 0.9, p99 0.99); None for the mean."""
+        return None if self.stat == "mean" else 0.5 if self.stat == "median" else int(self.stat[1:]) / 100
+
+
+def parse_slos(text: str, speedup: float = 1.0) -> tuple[Slo, ...]:
+    """SLO's comma-separated objectives; ConfigError naming the bad one and the form it must take.
+
+    ``speedup``: the target runs that many times faster (a rehearsal), so each time limit shrinks as much: the SLO
+    keeps speaking of the GPU the target plays, as RATE and DURATION do.
+    """
+    if not text.strip():
+        return ()
+    slos: list[Slo] = []
+    for part in (p.replace(" ", "") for p in text.split(",")):
+        match = _SLO.fullmatch(part)
+        if not match:
+            raise ConfigError(f"SLO={text!r}: {part!r} is not <metric>_<stat><=<number><unit>; give e.g. ttft_p90<=2s,tpot_p90<=50ms")
+        metric, stat, number, unit = match.groups()
+        if metric not in SLO_METRICS:
+            raise ConfigError(f"SLO={text!r}: {part!r} names no known metric; use one of {', '.join(SLO_METRICS)}")
+        if stat not in SLO_STATS:
+            raise ConfigError(f"SLO={text!r}: {part!r} names no known statistic; use one of {', '.join(SLO_STATS)}")
+        if unit not in _SLO_UNITS_S:
+            raise ConfigError(f"SLO={text!r}: {part!r} needs a unit, ms or s: {metric}_{stat}<={number}s or {metric}_{stat}<={number}ms")
+        stat = "median" if stat == "p50" else stat
+        if any(s.metric == metric and s.stat == stat for s in slos):
+            raise ConfigError(f"SLO={text!r}: {metric}_{stat} is given twice; keep one limit")
+        slos.append(Slo(part, metric, stat, float(number) * _SLO_UNITS_S[unit] / speedup))
+    return tuple(slos)
+
+
+def slos_of(config: dict[str, Any]) -> tuple[Slo, ...]:
+    """A run's SLOs as its config (config.json) records them: each limit divided by a rehearsal's SPEEDUP."""
+    return parse_slos(str(config.get("slo", "")), rehearsal_speedup(served_by_of(config)))
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,19 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
 from llmload.errors import ResultsError
 from llmload.files import write_atomic
 from llmload.results.decode import check_schema_version, decode
-from llmload.options import bare_model_name
+from llmload.results.efforts import mixed_efforts
+from llmload.results.generator import GeneratorCheck
+from llmload.results.provenance import bare_model_name
 from llmload.results.records import RequestRecord, read_records, tpot_s
-from llmload.results.server_metrics import read_samples
+from llmload.results.server_metrics import MetricsSample, read_samples
+from llmload.results.slo import slos_of
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
 
 __all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "LOCUST_FILES", "SampleWriter",
@@ -164,7 +167,7 @@ def rebuild_summary(run_dir: Path) -> Summary:
     if not isinstance(config, dict):
         config, missing = {}, [*missing, CONFIG_FILE]
     missing += [name for name in LOCUST_FILES if not (run_dir / name).exists()]
-    return dataclasses.replace(summarize(_records(samples), config), partial=True, missing=missing)
+    return dataclasses.replace(_summarize(_records(samples), config), partial=True, missing=missing)
 
 
 def _records(samples: Path) -> list[RequestRecord]:
@@ -172,6 +175,13 @@ def _records(samples: Path) -> list[RequestRecord]:
         return list(read_records(samples))
     except (ValueError, TypeError) as e:
         raise ResultsError(f"{samples} is not a samples file ({e})") from None
+
+
+def _summarize(records: list[RequestRecord], config: dict[str, Any], generator: GeneratorCheck | None = None,
+               window: Sequence[MetricsSample] = ()) -> Summary:
+    """summarize, judged by the SLOs and effort mix of the run's recorded config (parsed once, here)."""
+    return summarize(records, config, generator, window, slos=slos_of(config),
+                     mix_efforts=mixed_efforts(str(config.get("effort", ""))))
 
 
 def older_summary_version(run_dir: Path) -> int | None:
@@ -198,6 +208,6 @@ def recompute_summary(run_dir: Path) -> Summary:
     # An older suite gave answers sent in one event a TPOT of about 0: their TPOT is taken again by today's formula.
     records = [dataclasses.replace(r, tpot_s=tpot_s(r.e2e_s, r.ttft_s, r.completion_tokens, r.token_events))
                for r in _records(run_dir / SAMPLES_FILE)]
-    summary = summarize(records, old.config, old.generator, read_samples(window) if window.is_file() else ())
+    summary = _summarize(records, old.config, old.generator, read_samples(window) if window.is_file() else ())
     return dataclasses.replace(summary, interrupted_by=old.interrupted_by, partial=old.partial, missing=old.missing,
                                stopped_early=old.stopped_early)

@@ -30,15 +30,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
-from llmload.options import SLO_METRICS, Slo, effort_shares, parse_slos
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.generator import GeneratorCheck
-from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
-from llmload.results.slo import SloResult, check_slo, is_good
+from llmload.results.slo import SLO_METRICS, Slo, SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
@@ -329,24 +327,25 @@ def _check(slo: Slo, d: Distribution) -> SloResult:
 
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
-              generator: GeneratorCheck | None = None, server_window: Sequence[MetricsSample] = ()) -> Summary:
+              generator: GeneratorCheck | None = None, server_window: Sequence[MetricsSample] = (), *,
+              slos: Sequence[Slo] = (), mix_efforts: Sequence[str] = ()) -> Summary:
     """The Summary of a run's records; ``config`` and ``generator`` are copied in as they are.
 
     ``server_window``: the server's /metrics scraped before the run and after it (two samples), if it has them.
+    ``slos``: the run's objectives, parsed (slo.slos_of a config); ``mix_efforts``: the efforts EFFORT=mix:... named
+    (efforts.mixed_efforts), each broken down even when it drew no request.
     """
-    config = dict(config or {})
     every = list(records)
     measured = [r for r in every if not r.warmup]
     span_s = run_span_s(measured)
-    slos = parse_slos(str(config.get("slo", "")), rehearsal_speedup(served_by_of(config)))
     whole = measure(measured, span_s, slos)
-    efforts = _mixed_efforts(measured, str(config.get("effort", "")))
+    efforts = _mixed_efforts(measured, mix_efforts)
     by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
-                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
+                   slo_met=slo_met, arrivals=arrival_stats(measured), config=dict(config or {}), generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)
                                      if len(server_window) >= 2 else None),
@@ -365,9 +364,9 @@ def _delivery_warnings(delivery: TokenDelivery) -> list[str]:
             "them out (not measurable)"]
 
 
-def _mixed_efforts(records: Sequence[RequestRecord], effort_option: str) -> list[str]:
+def _mixed_efforts(records: Sequence[RequestRecord], mix_efforts: Sequence[str]) -> list[str]:
     """The efforts a run mixed: the mix's own (drawn or not) then any other recorded; [] for one effort."""
-    named = list(effort_shares(effort_option)) if effort_option.startswith("mix:") else []
+    named = list(mix_efforts)
     recorded = sorted({r.effort for r in records if r.effort is not None} - set(named))
     efforts = named + recorded
     return efforts if len(efforts) > 1 else []

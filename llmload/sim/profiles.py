@@ -7,7 +7,8 @@ import random
 from dataclasses import dataclass
 
 from llmload.errors import ProfileError
-from llmload.options import REASONING_EFFORTS as EFFORTS, bare_model_name
+from llmload.results.efforts import REASONING_EFFORTS as EFFORTS
+from llmload.results.provenance import bare_model_name
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ later keeps the runs already made.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -33,7 +32,8 @@ from typing import Any
 import yaml
 
 from llmload.errors import ConfigError, ScenarioError
-from llmload.options import OPTIONS, RUNNER_KEYS, option_by_key, parse_duration_s, parse_run_args
+from llmload.loadtest.runconfig import LaunchConfig, parse_run_args
+from llmload.options import OPTIONS, RUNNER_KEYS, option_by_key
 
 __all__ = ["Cell", "Scenario", "cell_key", "cell_options", "make_cell", "load_scenario"]
 
@@ -95,16 +95,15 @@ def cell_key(settings: dict[str, str]) -> str:
     return hashlib.sha256(_json(settings).encode()).hexdigest()[:12]
 
 
-def cell_options(settings: dict[str, str], host: str = "", speedup: float = 1.0) -> argparse.Namespace:
+def cell_options(settings: dict[str, str], host: str = "", speedup: float = 1.0) -> LaunchConfig:
     """A cell's settings parsed as `load` parses them, defaults from the option table; raises ConfigError."""
     return parse_run_args([f"{k}={v}" for k, v in settings.items()] + [f"HOST={host}", f"SPEEDUP={speedup:g}"])
 
 
 def make_cell(index: int, settings: dict[str, str], label: str, server: dict[str, str], repeats: int = 1) -> Cell:
     """The Cell that runs ``settings``: its key from them, its DURATION as `load` reads it (None under REQUESTS)."""
-    ns = cell_options(settings)
-    return Cell(index, settings, cell_key(settings), label, server, None if ns.requests else parse_duration_s(ns.run_time),
-                repeats)
+    config = cell_options(settings)
+    return Cell(index, settings, cell_key(settings), label, server, None if config.requests else config.duration_s, repeats)
 
 
 def _setting(key: Any, value: Any, where: str) -> str:
@@ -228,7 +227,7 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
     if not entries:
         raise _Bad("no cells: give grid, cells or both")
     gpu = server.get("gpu", "") if not _PLACEHOLDER.search(server.get("gpu", "")) else ""
-    checked: dict[str, tuple[str, dict[str, str], argparse.Namespace]] = {}
+    checked: dict[str, tuple[str, dict[str, str], LaunchConfig]] = {}
     repeats: dict[str, int] = {}
     for where, settings in entries:
         runs = int(settings.pop("REPEATS", "1"))

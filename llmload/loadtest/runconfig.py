@@ -1,0 +1,188 @@
+"""A run's options as one typed, immutable RunConfig, checked once where it is built.
+
+``python -m llmload load`` and ``ui`` build a LaunchConfig from their KEY=VALUE settings (parse_run_args: every
+grammar and every rule between options, before anything starts); each test builds a RunConfig from Locust's
+parsed_options at test_start, where the web UI's form may have changed values (their ranges are checked again;
+the effort mix, SLOs and EXTRA_BODY are parsed where they are used). The fields are the option table's dests;
+tests/test_options.py keeps them and their types equal to the table's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+from typing import Any, Self, Sequence
+
+import orjson
+
+from llmload.credentials import web_login
+from llmload.errors import ConfigError
+from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings
+from llmload.results.efforts import effort_shares
+from llmload.results.slo import parse_slos
+
+__all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
+           "parse_run_args"]
+
+RECORDED_OPTIONS = tuple(o for o in OPTIONS if o.to_locust and not o.secret)
+"""A test's options: Locust gets them, and config.json records them (a RunConfig's fields)."""
+LAUNCH_OPTIONS = tuple(o for o in OPTIONS if not o.to_locust and not o.secret)
+"""How the CLI launches Locust (a LaunchConfig's own fields); no test sees them."""
+_DEFAULTS = {o.dest: o.default for o in OPTIONS}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A test's options (options.py's table says what each means), named by their dests.
+
+    Locust's own options are as Locust parsed them: ``run_time`` in whole seconds, None when REQUESTS ends the
+    test; text like ``120s`` in the CLI's LaunchConfig.
+    """
+
+    host: str
+    gpu: str
+    model: str
+    effort: str
+    num_users: int
+    spawn_rate: float
+    max_tokens: int
+    prompts: str
+    order: str
+    nonce: str
+    run_time: str | int | None
+    requests: int
+    warmup_requests: int
+    speedup: float
+    stop_timeout: int
+    client: str
+    out: str
+    temperature: float
+    extra_body: str
+    continuous_usage: str
+    request_timeout: float
+    seed: int
+    flush_interval: float
+    failure_backoff: float
+    failure_backoff_max: float
+    max_fail_ratio: float
+    slo: str
+    rate: float
+    arrivals: str
+    burstiness: float
+    max_concurrency: int
+    early_stop: str
+
+    @classmethod
+    def of(cls, options: argparse.Namespace) -> Self:
+        """The config in ``options`` (the CLI's parsed settings, or Locust's parsed_options), each range checked."""
+        check_ranges(options)  # values typed into the web UI's form have not met the parser's checks
+
+        def value(name: str) -> Any:
+            given = getattr(options, name)
+            # A worker's Locust leaves its own options unset (the master holds them): the table's defaults stand in,
+            # but for DURATION, whose absence means REQUESTS ends the test.
+            return _DEFAULTS[name] if given is None and name != "run_time" else given
+
+        return cls(**{f.name: value(f.name) for f in fields(cls)})
+
+    @property
+    def duration_s(self) -> float | None:
+        """DURATION in seconds; None without one (REQUESTS ends the test)."""
+        return parse_duration_s(str(self.run_time)) if self.run_time else None
+
+    @property
+    def scaled_duration_s(self) -> float:
+        """DURATION divided by SPEEDUP: the built-in target runs that much faster (0 without a DURATION)."""
+        return (self.duration_s or 0.0) / self.speedup
+
+    def record(self) -> dict[str, Any]:
+        """The options as config.json and summary.json's ``config`` record them, with DURATION in seconds."""
+        config = {config_name(o): getattr(self, o.dest) for o in RECORDED_OPTIONS}
+        config["duration_s"] = self.duration_s
+        config["extra_body"] = parse_extra_body(self.extra_body)
+        return config
+
+
+@dataclass(frozen=True)
+class LaunchConfig(RunConfig):
+    """A RunConfig and how ``python -m llmload load`` or ``ui`` launches Locust with it: worker processes, the web
+    UI's address, Locust's console and files, the key file (the WEB_LOGIN secret stays in the environment)."""
+
+    api_key_file: str
+    web_host: str
+    web_port: int
+    workers: int
+    expect_remote_workers: int
+    master_bind: str
+    locust_table: str
+    locust_history: str
+
+
+SUITE_OWNED_FIELDS = {
+    "model": "set MODEL= instead", "messages": "choose prompts with PROMPTS= instead",
+    "stream": "the suite always streams", "stream_options": "set CONTINUOUS_USAGE= instead",
+    "n": "one choice per request is measured", "max_tokens": "set MAX_TOKENS= instead",
+    "max_completion_tokens": "set MAX_TOKENS= instead", "temperature": "set TEMPERATURE= instead",
+    "reasoning_effort": "set EFFORT= instead",
+}
+"""Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
+
+
+def parse_extra_body(text: str) -> dict[str, Any]:
+    """EXTRA_BODY as the fields merged into every request body; ConfigError for JSON that is not an object, or that
+    sets a field the suite owns."""
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ConfigError(f"EXTRA_BODY is not JSON ({e}); give an object like '{{\"top_p\": 0.9}}'") from None
+    if not isinstance(value, dict):
+        raise ConfigError("EXTRA_BODY must be a JSON object like '{\"top_p\": 0.9}'")
+    owned = [key for key in value if key in SUITE_OWNED_FIELDS]
+    if owned:
+        raise ConfigError(f"EXTRA_BODY sets {owned[0]!r}, which the suite sets itself: remove it ({SUITE_OWNED_FIELDS[owned[0]]})")
+    return value
+
+
+def parse_run_args(settings: Sequence[str]) -> LaunchConfig:
+    """A run's settings (KEY=VALUE words or flags), parsed and checked whole: ConfigError names the first wrong one."""
+    config = LaunchConfig.of(parse_settings(settings, OPTIONS))
+    _check(config)
+    return config
+
+
+def _check(config: LaunchConfig) -> None:
+    """Raise ConfigError on values the parser lets through: each option's grammar, and the rules between options."""
+    if parse_duration_s(str(config.run_time)) <= 0:
+        raise ConfigError(f"DURATION={config.run_time} must be longer than 0 s")
+    if config.failure_backoff_max < config.failure_backoff:
+        raise ConfigError(f"FAILURE_BACKOFF_MAX={config.failure_backoff_max:g} is below FAILURE_BACKOFF={config.failure_backoff:g}; "
+                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
+    if web_login() is None and config.web_host != "127.0.0.1":
+        raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
+    if not 0 < config.flush_interval <= 60:
+        raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+    if config.workers and config.expect_remote_workers:
+        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
+    host_port(config.master_bind, "MASTER_BIND")
+    parse_extra_body(config.extra_body)
+    effort_shares(config.effort)
+    parse_slos(config.slo)
+    _check_open_loop(config)
+    if config.early_stop == "on" and not config.slo:
+        raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
+
+
+def _check_open_loop(config: LaunchConfig) -> None:
+    if config.burstiness != 1.0 and config.arrivals != "gamma":
+        raise ConfigError(f"BURSTINESS applies to ARRIVALS=gamma only; with ARRIVALS={config.arrivals} leave it out")
+    if config.rate and config.num_users != 1:
+        raise ConfigError(f"USERS={config.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
+                          "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
+    workers = config.workers or config.expect_remote_workers
+    if config.rate and config.max_concurrency and config.max_concurrency < workers:
+        raise ConfigError(f"MAX_CONCURRENCY={config.max_concurrency} is split over {workers} workers, so each needs one: "
+                          f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
+    if config.max_concurrency and not config.rate:
+        raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")

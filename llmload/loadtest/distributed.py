@@ -26,6 +26,8 @@ from typing import Any, Callable
 import gevent
 import orjson
 from gevent.event import Event
+from locust.env import Environment
+from locust.rpc import Message
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.results.generator import ProcessLoad
@@ -54,7 +56,7 @@ class Plan:
     """When RATE's schedule starts on every worker (wall clock); None in one process: when its dispatcher starts."""
 
 
-def plan_of(environment: Any) -> Plan:
+def plan_of(environment: Environment) -> Plan:
     """This process's plan: from the master's message on a worker, else the single-process one."""
     data = getattr(environment, "llmload_plan", None)
     return Plan(data["position"], data["workers"], data.get("start_unix_s")) if data else Plan()
@@ -149,15 +151,20 @@ class MasterCollector:
                          self.workers - self._finals, self.workers, timeout_s)
 
 
-def register_messages(environment: Any, session_of: Callable[[Any], Any]) -> None:
-    """Register the suite's messages on a master or worker runner (nothing to do in one process)."""
+def register_messages(environment: Environment, collector_of: Callable[[Environment], MasterCollector | None],
+                      go: Callable[[Environment, float], None]) -> None:
+    """Register the suite's messages on a master or worker runner (nothing to do in one process).
+
+    ``collector_of``: the running test's collector on the master; ``go``: tells a worker's running test that the
+    measured requests start (RATE's schedule at the given wall-clock instant).
+    """
     runner = environment.runner
     if isinstance(runner, MasterRunner):
-        def on_master(name: str, act: Callable[[Any, Any], None]) -> None:
-            def listener(environment: Any, msg: Any, **_: Any) -> None:
-                session = session_of(environment)
-                if session is not None and session.collector is not None:
-                    act(session.collector, msg)
+        def on_master(name: str, act: Callable[[MasterCollector, Message], None]) -> None:
+            def listener(environment: Environment, msg: Message, **_: Any) -> None:
+                collector = collector_of(environment)
+                if collector is not None:
+                    act(collector, msg)
             runner.register_message(name, listener)
 
         on_master(RECORDS, lambda collector, msg: collector.on_records(msg.data))
@@ -165,16 +172,13 @@ def register_messages(environment: Any, session_of: Callable[[Any], Any]) -> Non
         on_master(DONE, lambda collector, msg: collector.on_done())
         on_master(FAILED, lambda collector, msg: collector.on_failed(msg.data))
     elif isinstance(runner, WorkerRunner):
-        def on_plan(environment: Any, msg: Any, **_: Any) -> None:
+        def on_plan(environment: Environment, msg: Message, **_: Any) -> None:
             environment.llmload_plan = msg.data
 
-        def on_go(environment: Any, msg: Any, **_: Any) -> None:
-            session = session_of(environment)
-            if session is not None:
-                session.schedule_start_unix_s = msg.data["start_unix_s"]
-                session.budget.warmed_up.set()
+        def on_go(environment: Environment, msg: Message, **_: Any) -> None:
+            go(environment, msg.data["start_unix_s"])
 
-        def on_stop(environment: Any, msg: Any, **_: Any) -> None:
+        def on_stop(environment: Environment, msg: Message, **_: Any) -> None:
             environment.runner.stop()  # fires test_stop here, which sends the final batch
 
         runner.register_message(PLAN, on_plan)

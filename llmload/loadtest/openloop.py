@@ -17,6 +17,9 @@ from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 from locust.exception import StopUser
 
+from llmload.client.measure import ChatClient
+from llmload.loadtest.session import RunSession
+from llmload.results.records import RequestRecord
 
 __all__ = ["run_open_loop"]
 
@@ -24,19 +27,19 @@ __all__ = ["run_open_loop"]
 class _ClientPool:
     """Idle streaming clients, one made whenever every existing one is busy."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
+    def __init__(self, make: Callable[[], ChatClient]) -> None:
         self._make = make
-        self._idle: list[Any] = []
-        self._all: list[Any] = []
+        self._idle: list[ChatClient] = []
+        self._all: list[ChatClient] = []
 
-    def take(self) -> Any:
+    def take(self) -> ChatClient:
         if self._idle:
             return self._idle.pop()
         client = self._make()
         self._all.append(client)
         return client
 
-    def give(self, client: Any) -> None:
+    def give(self, client: ChatClient) -> None:
         self._idle.append(client)
 
     def close(self) -> None:
@@ -53,10 +56,10 @@ def _stopped_before(due_s: float, stopping: Event) -> bool:
     return stopping.is_set()
 
 
-def run_open_loop(user: Any, session: Any) -> None:
+def run_open_loop(send: Callable[[int, ChatClient, dict[str, Any]], RequestRecord], session: RunSession) -> None:
     """Keep RATE's schedule until the test stops or REQUESTS are out, then wait for those in flight.
 
-    ``user`` is the ChatUser whose ``send(ticket, client, record_fields)`` sends one request.
+    ``send(ticket, client, record_fields)`` sends one request (the dispatching ChatUser's).
     """
     if session.dispatcher_started:
         raise StopUser()
@@ -73,7 +76,7 @@ def run_open_loop(user: Any, session: Any) -> None:
             slot_wait_s = time.monotonic() - waited_from_s
         client = clients.take()
         try:
-            user.send(ticket, client, {"scheduled_monotonic_s": due_s, "slot_wait_s": slot_wait_s})
+            send(ticket, client, {"scheduled_monotonic_s": due_s, "slot_wait_s": slot_wait_s})
         finally:
             clients.give(client)
             if slots is not None:

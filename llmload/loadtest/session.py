@@ -1,4 +1,10 @@
-"""One test, from Locust's test_start to test_stop: its options, prompts, files and live statistics."""
+"""One test, from Locust's test_start to test_stop, in each process that runs it; one class per role.
+
+RunSession is what every process of a test knows: the target, what to send and how (its users read it). Each
+process takes one role: RunOwner owns the run (the load process, or the master of workers): it counts the
+requests, ends the test, writes the run's files and serves the live table. RunWorker is a worker: it sends its
+share and forwards its records, failures and the end to the master, which owns the run.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,15 @@ import itertools
 import logging
 import random
 import time
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import orjson
 from gevent.event import Event
+from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
@@ -44,38 +52,64 @@ from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FI
 from llmload.results.summary import summarize
 from llmload.results.vllm_bench import write_vllm_bench
 
-__all__ = ["RunSession", "current_session"]
+__all__ = ["RunSession", "RunOwner", "RunWorker", "start_session", "current_session", "current_collector",
+           "current_live", "start_measured_schedule"]
 
 logger = logging.getLogger("llmload")
 
 
-def current_session(environment: Any) -> "RunSession | None":
+def start_session(environment: Environment) -> RunSession:
+    """The session of the test starting in ``environment``, in this process's role; its options read once."""
+    config = RunConfig.of(environment.parsed_options)
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):  # the master writes the run's files and ends the test
+        return RunWorker(environment, config, runner)
+    return RunOwner(environment, config)
+
+
+def current_session(environment: Environment) -> RunSession | None:
     """The session of the test running in ``environment``; None before one starts or when it failed to."""
     return getattr(environment, "llmload_session", None)
 
 
-class RunSession:
-    """One test (from test_start to test_stop): its options, prompts, files and live stats."""
+def current_collector(environment: Environment) -> MasterCollector | None:
+    """On the master, the running test's collector of its workers' records; None anywhere else."""
+    session = current_session(environment)
+    return session.collector if isinstance(session, RunOwner) else None
 
-    def __init__(self, environment: Any) -> None:
-        o = RunConfig.of(environment.parsed_options)
+
+def current_live(environment: Environment) -> LiveStats | None:
+    """The running test's live table (the web UI's streaming tab); None headless, on a worker, or before a test."""
+    session = current_session(environment)
+    return session.live if isinstance(session, RunOwner) else None
+
+
+def start_measured_schedule(environment: Environment, start_unix_s: float) -> None:
+    """On a worker, the master's word that every warm-up is done: the measured schedule starts at ``start_unix_s``."""
+    session = current_session(environment)
+    if isinstance(session, RunWorker):
+        session.go(start_unix_s)
+
+
+class RunSession(ABC):
+    """One test in one process: the target, what to send and how; the users' side, the same in every role."""
+
+    budget: RequestBudget
+    fail_ratio: FailRatioGuard
+    monitor: GeneratorMonitor
+
+    def __init__(self, environment: Environment, config: RunConfig) -> None:
         self.plan = plan_of(environment)
-        info = self._connect(environment, o)
-        chat = self._what_to_send(o, info)
-        self._how_to_send(o)
+        self.server = self._connect(environment, config)
+        self.chat = self._what_to_send(config)
+        self._how_to_send(config)
         self.users_started = 0
         self.finished = False
         self.files_written = Event()
-        self.forwarder: WorkerForwarder | None = None
-        self.collector: MasterCollector | None = None
-        if isinstance(environment.runner, WorkerRunner):  # the master writes the run's files and ends the test
-            self._serve_the_master(o, environment.runner)
-        else:
-            self._own_the_run(environment, o, info, chat)
 
-    def _connect(self, environment: Any, o: RunConfig) -> ServerInfo:
+    def _connect(self, environment: Environment, config: RunConfig) -> ServerInfo:
         """The target: its root, the key it gets, and what it serves (asked before anything else is done)."""
-        self.host = (environment.host or o.host).rstrip("/")
+        self.host = (environment.host or config.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
         parsed = environment.parsed_options
@@ -83,87 +117,32 @@ class RunSession:
         self.api_key = api_key_for(self.host, getattr(environment, "llmload_start_host", None) or self.host, typed)
         return probe_server(self.host, self.api_key)
 
-    def _what_to_send(self, o: RunConfig, info: ServerInfo) -> ChatOptions:
+    def _what_to_send(self, config: RunConfig) -> ChatOptions:
         """The prompts, their order and the request body per effort; returns the body's options before the effort."""
-        chat = ChatOptions(model=resolve_model(o.model, info), max_tokens=o.max_tokens, temperature=o.temperature,
-                           continuous_usage=continuous_usage(o.continuous_usage, info), extra_body=parse_extra_body(o.extra_body))
-        self.efforts = EffortDraw(effort_shares(o.effort), o.seed)
+        chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
+                           temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
+                           extra_body=parse_extra_body(config.extra_body))
+        self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
-        self.prompts: tuple[Prompt, ...] = load_prompt_set(o.prompts, o.seed)
-        self.in_sequence = o.order == "sequence"
+        self.prompts: tuple[Prompt, ...] = load_prompt_set(config.prompts, config.seed)
+        self.in_sequence = config.order == "sequence"
         self._next_prompt = 0
-        self.nonce = o.nonce == "on"
-        self.seed = o.seed
+        self.nonce = config.nonce == "on"
+        self.seed = config.seed
         return chat
 
-    def _how_to_send(self, o: RunConfig) -> None:
-        """The client, its timeouts and back-off, RATE's schedule, and the SLOs EARLY_STOP watches."""
-        self.client_name = o.client
-        self.timeout_s = o.request_timeout
-        self.failure_backoff_s = o.failure_backoff
-        self.failure_backoff_max_s = o.failure_backoff_max
-        self.stop_timeout_s = float(o.stop_timeout)
+    def _how_to_send(self, config: RunConfig) -> None:
+        """The client, its timeouts and back-off, and RATE's schedule."""
+        self.client_name = config.client
+        self.timeout_s = config.request_timeout
+        self.failure_backoff_s = config.failure_backoff
+        self.failure_backoff_max_s = config.failure_backoff_max
         # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
-        self.arrivals = Arrivals(o.rate * o.speedup, o.arrivals, o.burstiness) if o.rate > 0 else None
+        self.arrivals = Arrivals(config.rate * config.speedup, config.arrivals, config.burstiness) if config.rate > 0 else None
         self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
-        self.max_concurrency = share(o.max_concurrency, self.plan)  # the cap split over the workers
+        self.max_concurrency = share(config.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
-        self.slos: tuple[Slo, ...] = ()  # the run's owner parses them once it knows the target's SPEEDUP
-        self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
-        self.stopped_early: str | None = None
-
-    def _serve_the_master(self, o: RunConfig, runner: WorkerRunner) -> None:
-        """A worker: its share of the request counts; records, failures and the end go to the master."""
-        self.budget = RequestBudget(
-            share(o.warmup_requests, self.plan), share(o.requests, self.plan), lambda: runner.send_message(DONE),
-            (lambda: runner.send_message(WARMED)) if o.warmup_requests else None)
-        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
-        self.forwarder = WorkerForwarder(runner)
-        self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
-
-    def _own_the_run(self, environment: Any, o: RunConfig, info: ServerInfo, chat: ChatOptions) -> None:
-        """The load process or the master: it counts requests, ends the test, writes the files and serves the table."""
-        runner = environment.runner
-        end_test = runner.quit if environment.parsed_options.headless else runner.stop
-        self.budget = RequestBudget(o.warmup_requests, o.requests, end_test)
-        self.fail_ratio = FailRatioGuard(o.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
-        # RATE: one dispatching user per process, not a load setting (USERS is 1)
-        self._open_run_dir(o, info, chat, 1 if o.rate else runner.target_user_count or o.num_users)
-        self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
-        if self.live is not None:
-            self.live.run_dir = str(self.run_dir)
-        if isinstance(runner, MasterRunner):
-            self.collector = MasterCollector(runner, self.add, o.warmup_requests, o.requests, end_test,
-                                             lambda line: self._stop_for_failures(line, end_test))
-            if o.rate and runner.target_user_count < self.collector.workers:
-                raise LoadTestError(f"RATE with {self.collector.workers} workers needs a user on each (one dispatches its part "
-                                    f"of the schedule): start at least {self.collector.workers} users, not {runner.target_user_count}")
-        self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
-        if o.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
-            watch_slos(self, float(o.run_time or 60), end_test)
-        self.server_window = ServerWindow(self.host, self.api_key)
-
-    def _open_run_dir(self, o: RunConfig, info: ServerInfo, chat: ChatOptions, users: int) -> None:
-        """The run's folder, its config.json and the samples writer (started)."""
-        self.config = {**o.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
-                       "served_by": served_by(info, chat.model), "users": users, "prompt_overrides": prompt_overrides(self.prompts)}
-        _check_target_plays(o, self.config["served_by"])
-        self.slos = slos_of(self.config)
-        self.mix_efforts = mixed_efforts(o.effort)
-        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
-        base = Path(o.out) if o.out else default_run_dir(o.gpu, chat.model, o.effort, users)
-        self.run_dir = fresh_run_dir(base)
-        logger.info("llmload: results go to %s/", self.run_dir)
-        self.config["out"] = str(self.run_dir)
-        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, o.flush_interval)
-        self.writer.start()
-        (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
-
-    def _stop_for_failures(self, line: str, end_test: Any) -> None:
-        logger.error("error: %s", line)
-        self.config["stopped_by"] = "MAX_FAIL_RATIO"
-        gevent.spawn(end_test)
 
     def schedule(self) -> Iterator[float]:
         """This process's due times under RATE, as offsets from the schedule's start: on worker ``position`` of
@@ -190,47 +169,113 @@ class RunSession:
         self._next_prompt += 1
         return self.prompts[index % len(self.prompts)]
 
+    @abstractmethod
     def add(self, record: RequestRecord) -> None:
-        if self.forwarder is not None:
-            self.forwarder.add(record)
-            return
-        self.writer.add(record)
-        if self.slos and not record.warmup:
-            self.measured.append(record)
-        if self.live is not None:
-            self.live.add(record)
+        """Keep one finished request's record (called once per request, on the request's greenlet)."""
 
     def on_quitting(self) -> None:
-        """Locust is exiting: a finish in progress writes its files first; before any, the records held in memory
-        are written (a worker's go to the master with its next batch).
+        """Locust is exiting: a finish in progress completes first; before any, the records held in memory are kept.
 
         Waiting matters: a second quit() while the first stop's files are written returns at once (Locust's stop()
         does nothing once the state is STOPPED) and Locust would exit mid-write (a capacity step lost its summary).
         """
         if self.finished:
             self.files_written.wait()
-        elif self.forwarder is None:
-            self.writer.flush()
+        else:
+            self._keep_held_records()
 
-    def finish(self, environment: Any) -> None:
-        """Write samples.jsonl (synced), summary.json and Locust's tables; once, however often the test stops
-        (a call while the first is writing returns when it is done).
-
-        A worker sends its last records to the master instead; the master waits for every worker's.
-        """
+    def finish(self, environment: Environment) -> None:
+        """End the test's part of this process once, however often the test stops (a call while the first is at
+        work returns when it is done)."""
         if self.finished:  # a second stop (EARLY_STOP's while DURATION's drains) waits: Locust exits once it returns
             self.files_written.wait()
             return
         self.finished = True
         try:
-            self._write_files(environment)
+            self._close(environment)
         finally:
             self.files_written.set()
 
-    def _write_files(self, environment: Any) -> None:
-        if self.forwarder is not None:
-            self.forwarder.close(self.monitor.stop())
-            return
+    @abstractmethod
+    def _keep_held_records(self) -> None:
+        """Locust exits before the test ended: keep the records held in memory."""
+
+    @abstractmethod
+    def _close(self, environment: Environment) -> None:
+        """The test ended: this process's last records and figures go where the role sends them."""
+
+
+class RunOwner(RunSession):
+    """The process that owns the run (the load process, or the master): it counts requests, ends the test, writes
+    the run's files and serves the live table; a master collects its workers' records through ``collector``."""
+
+    def __init__(self, environment: Environment, config: RunConfig) -> None:
+        super().__init__(environment, config)
+        runner = environment.runner
+        assert runner is not None
+        end_test = runner.quit if environment.parsed_options.headless else runner.stop
+        self.stop_timeout_s = float(config.stop_timeout)
+        self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
+        self.stopped_early: str | None = None
+        self.budget = RequestBudget(config.warmup_requests, config.requests, end_test)
+        self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
+        # RATE: one dispatching user per process, not a load setting (USERS is 1)
+        self._open_run_dir(config, 1 if config.rate else runner.target_user_count or config.num_users)
+        self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
+        if self.live is not None:
+            self.live.run_dir = str(self.run_dir)
+        self.collector: MasterCollector | None = None
+        if isinstance(runner, MasterRunner):
+            self.collector = MasterCollector(runner, self.add, config.warmup_requests, config.requests, end_test,
+                                             lambda line: self._stop_for_failures(line, end_test))
+            if config.rate and runner.target_user_count < self.collector.workers:
+                raise LoadTestError(f"RATE with {self.collector.workers} workers needs a user on each (one dispatches its part "
+                                    f"of the schedule): start at least {self.collector.workers} users, not {runner.target_user_count}")
+        self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
+        if config.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
+            watch_slos(self.slos, self.measured, self.stopping, config.duration_s or 60.0,
+                       lambda reason: self._stop_early(reason, end_test))
+        self.server_window = ServerWindow(self.host, self.api_key)
+
+    def _open_run_dir(self, config: RunConfig, users: int) -> None:
+        """The run's folder, its config.json, the SLOs and mix it is judged by, and the samples writer (started)."""
+        chat = self.chat
+        self.config = {**config.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
+                       "served_by": served_by(self.server, chat.model), "users": users,
+                       "prompt_overrides": prompt_overrides(self.prompts)}
+        _check_target_plays(config, self.config["served_by"])
+        self.slos: tuple[Slo, ...] = slos_of(self.config)  # limits divided by the SPEEDUP of the target it found
+        self.mix_efforts = mixed_efforts(config.effort)
+        # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
+        base = Path(config.out) if config.out else default_run_dir(config.gpu, chat.model, config.effort, users)
+        self.run_dir = fresh_run_dir(base)
+        logger.info("llmload: results go to %s/", self.run_dir)
+        self.config["out"] = str(self.run_dir)
+        self.writer = SampleWriter(self.run_dir / SAMPLES_FILE, config.flush_interval)
+        self.writer.start()
+        (self.run_dir / CONFIG_FILE).write_bytes(orjson.dumps(self.config, option=orjson.OPT_INDENT_2))
+
+    def _stop_for_failures(self, line: str, end_test: Callable[[], None]) -> None:
+        logger.error("error: %s", line)
+        self.config["stopped_by"] = "MAX_FAIL_RATIO"
+        gevent.spawn(end_test)
+
+    def _stop_early(self, reason: str, end_test: Callable[[], None]) -> None:
+        self.stopped_early = reason
+        end_test()
+
+    def add(self, record: RequestRecord) -> None:
+        self.writer.add(record)
+        if self.slos and not record.warmup:
+            self.measured.append(record)
+        if self.live is not None:
+            self.live.add(record)
+
+    def _keep_held_records(self) -> None:
+        self.writer.flush()
+
+    def _close(self, environment: Environment) -> None:
+        """Write samples.jsonl (synced), summary.json and Locust's tables; a master waits for every worker's records."""
         loads = [self.monitor.stop()]
         if self.collector is not None:
             self.collector.collect(timeout_s=self.stop_timeout_s + 60)
@@ -246,21 +291,49 @@ class RunSession:
         logger.info("llmload: results in %s/ (summary.json, vllm_bench.json, samples.jsonl, locust_*.csv)", self.run_dir)
 
 
-def _check_target_plays(o: RunConfig, served_by: dict[str, Any]) -> None:
+class RunWorker(RunSession):
+    """A worker: its share of the request counts; its records, failures and the end go to the master."""
+
+    def __init__(self, environment: Environment, config: RunConfig, runner: WorkerRunner) -> None:
+        super().__init__(environment, config)
+        self.budget = RequestBudget(
+            share(config.warmup_requests, self.plan), share(config.requests, self.plan), lambda: runner.send_message(DONE),
+            (lambda: runner.send_message(WARMED)) if config.warmup_requests else None)
+        self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
+        self.forwarder = WorkerForwarder(runner)
+        self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
+
+    def go(self, start_unix_s: float) -> None:
+        """Every worker's warm-ups are done: the measured requests start, RATE's schedule at ``start_unix_s``."""
+        self.schedule_start_unix_s = start_unix_s
+        self.budget.warmed_up.set()
+
+    def add(self, record: RequestRecord) -> None:
+        self.forwarder.add(record)
+
+    def _keep_held_records(self) -> None:
+        pass  # they go to the master with the next batch
+
+    def _close(self, environment: Environment) -> None:
+        """Send the last records, with this process's load figures, to the master."""
+        self.forwarder.close(self.monitor.stop())
+
+
+def _check_target_plays(config: RunConfig, served_by: dict[str, Any]) -> None:
     """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
     if not served_by.get("rehearsal"):
         return
     playing = served_by.get("gpu_profile")
-    if playing and o.gpu.strip().lower() != playing:
-        raise LoadTestError(f"GPU={o.gpu}: the built-in target plays {playing} and cannot change while it runs; "
-                            f"set GPU={playing}, or stop and start again with GPU={o.gpu}")
+    if playing and config.gpu.strip().lower() != playing:
+        raise LoadTestError(f"GPU={config.gpu}: the built-in target plays {playing} and cannot change while it runs; "
+                            f"set GPU={playing}, or stop and start again with GPU={config.gpu}")
     speedup = served_by.get("speedup") or 1.0
-    if o.speedup != 1.0 and o.speedup != speedup:
-        raise LoadTestError(f"SPEEDUP={o.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
-                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={o.speedup:g}")
+    if config.speedup != 1.0 and config.speedup != speedup:
+        raise LoadTestError(f"SPEEDUP={config.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
+                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={config.speedup:g}")
 
 
-def _write_locust_csv(environment: Any, run_dir: Path) -> None:
+def _write_locust_csv(environment: Environment, run_dir: Path) -> None:
     """Locust's request and failure tables as they stand at the end of the test.
 
     Locust's own --csv writer refreshes once a second and is closed without a last write, so it

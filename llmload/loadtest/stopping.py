@@ -15,6 +15,7 @@ from typing import Any
 
 import gevent
 from locust import events
+from locust.env import Environment
 from locust.runners import STATE_CLEANUP, STATE_STOPPING
 
 from llmload.processes import STOP_SIGNALS, accept_stop_signals
@@ -25,18 +26,18 @@ _DRAINING = (STATE_CLEANUP, STATE_STOPPING)
 logger = logging.getLogger("llmload")
 
 
-def stop_signal(environment: Any) -> str | None:
+def stop_signal(environment: Environment) -> str | None:
     """The signal that ended the test early ("SIGINT", "SIGTERM"), or None."""
     return getattr(environment, "llmload_stop_signal", None)
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Environment, **_: Any) -> None:
     # Runs at the first switch to gevent's loop, after locust.main has installed its SIGTERM handler: ours win.
     gevent.spawn(_install, environment)
 
 
-def _install(environment: Any) -> None:
+def _install(environment: Environment) -> None:
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if stop_signal(environment) is None:
@@ -54,7 +55,7 @@ def _install(environment: Any) -> None:
     accept_stop_signals()  # a Ctrl-C forwarded while Locust was starting comes now
 
 
-def _stop_gracefully(environment: Any) -> None:
+def _stop_gracefully(environment: Environment) -> None:
     """Stop the users as they finish their request, then leave Locust's main loop (headless or web UI)."""
     runner = environment.runner
     if runner is not None:
@@ -67,7 +68,7 @@ def _stop_gracefully(environment: Any) -> None:
         environment.web_ui.stop()
 
 
-def _cut_streams(environment: Any) -> None:
+def _cut_streams(environment: Environment) -> None:
     """Kill every user now; measure_request keeps each stream it cuts as ``interrupted``."""
     if environment.runner is not None:
         environment.runner.user_greenlets.kill(block=False)

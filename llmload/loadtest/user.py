@@ -8,6 +8,7 @@ into Locust's request stats.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import logging
 import random
@@ -15,18 +16,21 @@ from typing import Any
 
 import gevent
 from locust import User, events, task
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
 from locust.exception import StopUser
 
 from llmload import options as opts
 from llmload.client.body import chat_body
 from llmload.client.faults import normalised_detail
-from llmload.client.measure import measure_request
+from llmload.client.measure import ChatClient, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.distributed import register_messages
 from llmload.loadtest.live import install_streaming_tab
 from llmload.loadtest.openloop import run_open_loop
 from llmload.loadtest.pacing import FailureBackoff
-from llmload.loadtest.session import RunSession, current_session
+from llmload.loadtest.session import (RunSession, current_collector, current_live, current_session, start_measured_schedule,
+                                      start_session)
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
 from llmload.results.records import RequestRecord
@@ -46,6 +50,8 @@ class ChatUser(User):
 
     pause_s = 0.0
     """The wait before the next request: FAILURE_BACKOFF after a failure, else none."""
+    session: RunSession | None
+    """The running test's session in this process; None when the test did not start."""
 
     def wait_time(self) -> float:
         return self.pause_s
@@ -69,7 +75,7 @@ class ChatUser(User):
     def chat(self) -> None:
         session = self.session
         if session is not None and session.arrivals is not None:
-            return run_open_loop(self, session)  # RATE: the first user keeps the schedule, the others stop
+            return run_open_loop(self.send, session)  # RATE: the first user keeps the schedule, the others stop
         ticket = session.budget.take() if session is not None else None
         if ticket is None:
             raise StopUser()
@@ -80,7 +86,7 @@ class ChatUser(User):
         record = self.send(ticket, self.client)
         self.pause_s = self.backoff.after(record.ok)  # closed loop only: RATE's schedule never waits
 
-    def send(self, ticket: int, client: Any, record_fields: dict[str, Any] | None = None) -> RequestRecord:
+    def send(self, ticket: int, client: ChatClient, record_fields: dict[str, Any] | None = None) -> RequestRecord:
         """Send request ``ticket`` with ``client`` (its warm-ups done), record it, and report it to Locust."""
         session = self.session
         warmup = session.budget.is_warmup(ticket)
@@ -103,19 +109,19 @@ class ChatUser(User):
 
 
 @events.init_command_line_parser.add_listener
-def _add_options(parser: Any, **_: Any) -> None:
+def _add_options(parser: LocustArgumentParser, **_: Any) -> None:
     opts.add_suite_options(parser, web_ui=True)
 
 
 @events.test_start.add_listener
-def _on_test_start(environment: Any, **_: Any) -> None:
+def _on_test_start(environment: Environment, **_: Any) -> None:
     environment.llmload_session = None
     # What exists now (Locust, Flask, the prompt set) lives for the whole run: out of the collector's sight, a
     # full collection in mid-run scans only what the run made (one scanning everything held the loop 35 ms).
     gc.collect()
     gc.freeze()
     try:
-        environment.llmload_session = RunSession(environment)
+        environment.llmload_session = start_session(environment)
     except Exception as e:  # a test that cannot start must end, not leave Locust waiting with idle users
         if isinstance(e, LoadTestError):
             logger.error("error: %s", e)
@@ -126,41 +132,41 @@ def _on_test_start(environment: Any, **_: Any) -> None:
 
 
 @events.test_stopping.add_listener
-def _on_test_stopping(environment: Any, **_: Any) -> None:
+def _on_test_stopping(environment: Environment, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
         session.stopping.set()  # RATE's dispatcher sends nothing more
 
 
 @events.test_stop.add_listener
-def _on_test_stop(environment: Any, **_: Any) -> None:
+def _on_test_stop(environment: Environment, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
         session.finish(environment)
 
 
 @events.quitting.add_listener
-def _on_quitting(environment: Any, **_: Any) -> None:
+def _on_quitting(environment: Environment, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
         session.on_quitting()
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Environment, **_: Any) -> None:
     environment.llmload_start_host = environment.host  # the host the environment's API key is for
-    register_messages(environment, current_session)
+    register_messages(environment, current_collector, start_measured_schedule)
     environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
     if environment.web_ui:
         install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)
-        install_streaming_tab(environment.web_ui, lambda: _live(environment))
+        install_streaming_tab(environment.web_ui, lambda: current_live(environment))
     _load_prompts_early(environment.parsed_options)
     # gevent's loop caches its clock; after the seconds of imports above, a stale clock would make
     # Locust's run-time timer (scheduled next) fire at once: a 1 s run would end before it began.
     gevent.get_hub().loop.update_now()
 
 
-def _load_prompts_early(options: Any) -> None:
+def _load_prompts_early(options: argparse.Namespace | None) -> None:
     """Read the prompt set now, before Locust starts its run-time clock: at test_start the read would
     count against DURATION (a random:IN:OUT set takes seconds to build); the set is cached for the session."""
     if options is not None:
@@ -170,12 +176,7 @@ def _load_prompts_early(options: Any) -> None:
             pass  # test_start reports it as the run's one error line
 
 
-def _clear_live(environment: Any) -> None:
-    live = _live(environment)
+def _clear_live(environment: Environment) -> None:
+    live = current_live(environment)
     if live is not None:
         live.clear()
-
-
-def _live(environment: Any) -> Any:
-    session = current_session(environment)
-    return session.live if session is not None else None

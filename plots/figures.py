@@ -127,6 +127,12 @@ def _x_positions(data: FigureData) -> Callable[[Any], float]:
     return lambda x: float(order.index(x))
 
 
+def _error_bar(y: float, ci: Sequence[float]) -> list[list[float]]:
+    """matplotlib's yerr for an interval around ``y``: a batch-means interval need not hold the rate itself
+    (equal windows give a zero-width one a rounding error away), so a side below zero is drawn as none."""
+    return [[max(0.0, y - ci[0])], [max(0.0, ci[1] - y)]]
+
+
 def _draw_series(ax, s: Series, label: str, style: dict[str, Any], at: Callable[[Any], float], index: int = 0) -> None:
     """The line, its band and intervals, its n per point; thin samples hollow, partial cells crossed."""
     xs = [at(x) for x in s.x]
@@ -136,7 +142,7 @@ def _draw_series(ax, s: Series, label: str, style: dict[str, Any], at: Callable[
         ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band], color=style["color"], alpha=0.12, linewidth=0)
     for x, y, n, ci, thin, partial in zip(xs, s.y, s.n, s.ci95, s.thin, s.partial):
         if ci is not None:
-            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=style["color"], capsize=2, linewidth=0.8)
+            ax.errorbar([x], [y], yerr=_error_bar(y, ci), color=style["color"], capsize=2, linewidth=0.8)
         if thin:
             ax.plot([x], [y], marker=style["marker"], markerfacecolor="white", color=style["color"], linestyle="none")
         if partial:
@@ -519,8 +525,8 @@ def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> Fi
                         linewidth=1.0 if beside_efforts else 1.4, label=line if whole else f"effort {line}")
                 for p in measured:
                     if p.ci95_ms is not None:
-                        ax.errorbar([p.load], [p.value_ms], yerr=[[p.value_ms - p.ci95_ms[0]], [p.ci95_ms[1] - p.value_ms]],
-                                    color=color, capsize=2, linewidth=0.8)
+                        ax.errorbar([p.load], [p.value_ms], yerr=_error_bar(p.value_ms, p.ci95_ms), color=color, capsize=2,
+                                    linewidth=0.8)
                     ax.plot([p.load], [p.value_ms], marker="o", color=color, markerfacecolor=color if p.passed else "white", linestyle="none")
                     if not p.certain:
                         ax.annotate("?", (p.load, p.value_ms), xytext=(-11, 4), textcoords="offset points", fontsize=9,

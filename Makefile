@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The secret options of llmload/options.py (and OPENAI_API_KEY): make exports command-line variables to the
 # recipe's environment, where llmload reads them, and they stay out of the echoed, ps-visible command line.
-SECRETS := API_KEY WEB_LOGIN OPENAI_API_KEY
+SECRETS := API_KEY WEB_LOGIN METRICS_LOGIN OPENAI_API_KEY
 # The KEY=VALUE words given on make's command line, passed on as they are; llmload checks them.
 SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(if $(filter command line,$(origin $v)),'$v=$($v)')))
 
@@ -14,7 +14,7 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -75,16 +75,27 @@ vllm-bench: $(VENV)/.installed  ## vLLM's own `vllm bench serve $(ARGS)` from th
 crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
 	$(PY) -m llmload crosscheck $(SETTINGS)
 
-test: $(VENV)/.installed vllm-cpu-models  ## every test of every tier, the real vLLM ones included (what CI runs)
+monitor: $(VENV)/.installed prometheus  ## Prometheus on 127.0.0.1:MONITOR_PORT (9090) scraping the suite (METRICS_PORT=9400) and the target: monitoring/
+	$(PY) -m llmload monitor $(SETTINGS)
+
+# Debian's prometheus package where the command is missing: as root, or through sudo without a password; else one line.
+APT_PROMETHEUS = apt-get install -y --no-install-recommends prometheus
+prometheus:  ## install Prometheus (Debian's package) if it is missing: make monitor and the tests that scrape a run use it
+	@command -v prometheus >/dev/null 2>&1 || command -v apt-get >/dev/null 2>&1 || { echo "error: prometheus is missing and this is no Debian/Ubuntu: put a prometheus binary (2.42 or later) on PATH" >&2; exit 2; }
+	@command -v prometheus >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ]; then $(APT_PROMETHEUS) || { apt-get update && $(APT_PROMETHEUS); }; \
+	  elif sudo -n true 2>/dev/null; then sudo $(APT_PROMETHEUS) || { sudo apt-get update && sudo $(APT_PROMETHEUS); }; \
+	  else echo "error: prometheus is missing: install it with sudo apt-get install -y prometheus, then run make again" >&2; exit 2; fi
+
+test: $(VENV)/.installed vllm-cpu-models prometheus  ## every test of every tier, the real vLLM ones included (what CI runs)
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed  ## the pure tier: no process, no socket, no generated file; well under a minute
 	$(PY) -m pytest -q -m pure
 
-test-integration: $(VENV)/.installed  ## the integration tier: the built-in target, Locust and the CLI as processes
+test-integration: $(VENV)/.installed prometheus  ## the integration tier: the built-in target, Locust and the CLI as processes
 	$(PY) -m pytest -q -m integration
 
-test-vllm: $(VENV)/.installed vllm-cpu-models  ## the vllm tier: the real vLLM (CPU build) serving the tiny models
+test-vllm: $(VENV)/.installed vllm-cpu-models prometheus  ## the vllm tier: the real vLLM (CPU build) serving the tiny models
 	$(PY) -m pytest -q -m vllm
 
 bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)

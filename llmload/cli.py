@@ -8,6 +8,7 @@
     crosscheck [KEY=VALUE ...] vLLM's bench and llmload on one server and workload, side by side
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
+    monitor [MONITOR_PORT=9090] Prometheus on 127.0.0.1 scraping the suite (METRICS_PORT) and the target (monitoring/)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
     help                    every setting of every command (also: load --help, sweep --help, prompts --help)
 
@@ -20,8 +21,11 @@ every file is written and the result block printed; a second one cuts the stream
 
 from __future__ import annotations
 
+import argparse
+import errno
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Sequence
 
 from llmload import options as opts
-from llmload.credentials import read_api_key, web_login
+from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.console import Progress, banner_lines
 from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
@@ -117,7 +121,10 @@ def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dic
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
     if not headless:
-        _check_port_free(options.web_host, options.web_port)
+        _check_port_free("WEB_PORT", options.web_host, options.web_port, "another `make ui`?")
+        if options.metrics_port == options.web_port:
+            raise ConfigError(f"METRICS_PORT={options.metrics_port} is WEB_PORT too; give METRICS_PORT another port")
+    _check_metrics_port(options)
     return options, overrides
 
 
@@ -138,12 +145,24 @@ def _check_out(out: str) -> None:
         raise ConfigError(f"{setting}: cannot write in {existing} ({e.strerror or e}); choose another OUT") from None
 
 
-def _check_port_free(host: str, port: int) -> None:
-    with socket.socket() as s:
+def _check_port_free(key: str, host: str, port: int, who: str) -> None:
+    """ConfigError unless ``host:port`` can be listened on (as gevent's and Prometheus's servers do: SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
-        except OSError:
-            raise ConfigError(f"WEB_PORT={port}: {host}:{port} is taken (another `make ui`?); stop it or give another WEB_PORT") from None
+            s.bind((host.strip("[]"), port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(f"{key}={port}: {host}:{port} is taken ({who}); stop it or give another {key}") from None
+            raise ConfigError(f"{key}={port}: {host}:{port} cannot be listened on ({e.strerror or e}); "
+                              f"give another address or {key}") from None
+
+
+def _check_metrics_port(options: LaunchConfig | argparse.Namespace) -> None:
+    """METRICS_PORT, when on, is free where METRICS_HOST says (which parse_run_args, or here a sweep's or capacity's
+    settings, checked for METRICS_LOGIN first)."""
+    if options.metrics_port:
+        _check_port_free("METRICS_PORT", options.metrics_host, options.metrics_port, "another run's METRICS_PORT?")
 
 
 def _made_dirs(path: Path) -> list[Path]:
@@ -270,9 +289,18 @@ def _sweep(settings: Sequence[str]) -> int:
     if not options.scenario:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
+    check_metrics_host(options.metrics_host, options.metrics_port)
+    _check_metrics_port(options)
     out = Path(options.out) if options.out else Path("results") / scenario.name
     return run_sweep(scenario, out, options.host, options.speedup, options.metrics_interval, read_api_key(options.api_key_file),
-                     repeats=options.repeats)
+                     repeats=options.repeats, exported=_exported(options))
+
+
+def _exported(options: argparse.Namespace) -> dict[str, str]:
+    """METRICS_HOST and METRICS_PORT as each cell's `make load` takes them (no part of a cell's settings or key)."""
+    if not options.metrics_port:
+        return {}
+    return {"METRICS_HOST": options.metrics_host, "METRICS_PORT": str(options.metrics_port)}
 
 
 def _capacity(settings: Sequence[str]) -> int:
@@ -287,9 +315,12 @@ def _capacity(settings: Sequence[str]) -> int:
     check_capacity_settings(step_words, parsed)
     if parsed.host and parsed.speedup != 1.0:
         raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
+    check_metrics_host(parsed.metrics_host, parsed.metrics_port)
+    _check_metrics_port(parsed)
     effort = parsed.effort.partition(":")[0]
     out = Path(parsed.out) if parsed.out else Path("results") / f"capacity-{parsed.gpu}-{bare_model_name(parsed.model) or 'model'}-{effort}-{parsed.capacity_by}"
-    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, read_api_key(parsed.api_key_file))
+    code = run_capacity(step_words, parsed, out, parsed.host, parsed.speedup, read_api_key(parsed.api_key_file),
+                        exported=_exported(parsed))
     if code == 0:
         from plots.capacity import load_capacity
         from plots.figures import capacity_figure
@@ -315,6 +346,27 @@ def _report(run_dirs: Sequence[str]) -> int:
             print(f"{path}: rebuilt from {SAMPLES_FILE}, marked partial (missing {'; '.join(summary.missing)})")
         print(format_result(summary))
     return 0
+
+
+def _monitor(settings: Sequence[str]) -> int:
+    """Prometheus (Debian's package) on 127.0.0.1:MONITOR_PORT with monitoring/prometheus.yml, its data in results/."""
+    options = opts.parse_settings(settings, opts.MONITOR_OPTIONS)
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise ConfigError("prometheus is missing: `make monitor` installs it as root (apt-get install -y prometheus); "
+                          "else run `sudo apt-get install -y prometheus`, or put a prometheus binary on PATH")
+    _check_port_free("MONITOR_PORT", "127.0.0.1", options.monitor_port,
+                     "another Prometheus? Debian's package starts one as a service: sudo systemctl disable --now prometheus")
+    config = Path(__file__).resolve().parents[1] / "monitoring" / "prometheus.yml"
+    data = Path("results") / "prometheus"
+    data.mkdir(parents=True, exist_ok=True)
+    argv = [binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{options.monitor_port}",
+            f"--storage.tsdb.path={data}"]
+    print(f"Prometheus on http://127.0.0.1:{options.monitor_port} ({config}; data in {data}/); Ctrl-C stops it", flush=True)
+    with SignalForwarder("stopped before Prometheus started") as signals:
+        prometheus = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
+        code = signals.wait(prometheus)
+    return 128 + signals.first if signals.first else code
 
 
 def _help(command: str) -> int:
@@ -348,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(rest)
         if command == "worker":
             return _worker(rest)
+        if command == "monitor":
+            return _monitor(rest)
         if command == "serve-sim":
             from llmload.sim.__main__ import main as sim_main
 
@@ -361,5 +415,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,report,worker,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,report,worker,monitor,serve-sim} ...", file=sys.stderr)
     return 2

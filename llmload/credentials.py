@@ -1,7 +1,9 @@
-"""The secrets a run uses, never read from a command line (ps shows command lines): the API key and WEB_LOGIN."""
+"""The secrets a run uses, never read from a command line (ps shows command lines): the API key, WEB_LOGIN and
+METRICS_LOGIN, and the rule that METRICS_PORT serves other machines only behind METRICS_LOGIN."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 from llmload.control_http import server_root
 from llmload.errors import ConfigError
 
-__all__ = ["read_api_key", "api_key_for", "web_login"]
+__all__ = ["read_api_key", "api_key_for", "web_login", "metrics_login", "check_metrics_host", "is_loopback"]
 
 logger = logging.getLogger("llmload")
 
@@ -50,10 +52,36 @@ def _same_server(a: str, b: str) -> bool:
 
 def web_login() -> tuple[str, str] | None:
     """(user, password) from $WEB_LOGIN (``user:password``), or None when it is not set."""
-    text = os.environ.get("WEB_LOGIN", "")
+    return _login("WEB_LOGIN")
+
+
+def metrics_login() -> tuple[str, str] | None:
+    """(user, password) from $METRICS_LOGIN (``user:password``), or None when it is not set."""
+    return _login("METRICS_LOGIN")
+
+
+def _login(key: str) -> tuple[str, str] | None:
+    text = os.environ.get(key, "")
     if not text:
         return None
     user, sep, password = text.partition(":")
     if not (sep and user and password):
-        raise ConfigError("WEB_LOGIN must be user:password, both non-empty")
+        raise ConfigError(f"{key} must be user:password, both non-empty")
     return user, password
+
+
+def check_metrics_host(metrics_host: str, metrics_port: int) -> None:
+    """ConfigError when METRICS_PORT would serve other machines (METRICS_HOST not loopback) without METRICS_LOGIN."""
+    if metrics_port and metrics_login() is None and not is_loopback(metrics_host):
+        raise ConfigError(f"METRICS_HOST={metrics_host} lets other machines read the run's metrics; set "
+                          "METRICS_LOGIN=user:password too (Prometheus's basic_auth), or leave METRICS_HOST=127.0.0.1")
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1); a name other than localhost may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -9,7 +9,7 @@ commands that take it; summary.json's ``config`` records a run's options under `
 
 Only the table and its parsing live here: a run's options become one typed RunConfig in
 loadtest/runconfig.py; the grammars of values live with the stages that use them (EFFORT's mix in
-results/efforts.py, SLO in results/slo.py), the API key and WEB_LOGIN in credentials.py.
+results/efforts.py, SLO in results/slo.py), the API key, WEB_LOGIN and METRICS_LOGIN in credentials.py.
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS",
-    "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "WORKER_OPTIONS", "ARRIVALS", "RUNNER_KEYS", "FIXED_IN_WEB_UI_ENV",
+    "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "WORKER_OPTIONS", "MONITOR_OPTIONS", "ARRIVALS", "RUNNER_KEYS", "FIXED_IN_WEB_UI_ENV",
     "options_for", "option_by_key", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
     "check_range", "check_ranges", "parse_duration_s", "host_port", "help_lines",
 ]
 
 ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
-RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN")
+RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN", "METRICS_HOST",
+               "METRICS_PORT", "METRICS_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
 capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
@@ -60,6 +61,8 @@ class Option:
     """Read from the environment variable named ``key``, never from a command line (ps shows command lines)."""
     to_locust: bool = True
     """Passed on to Locust's parser and web UI form; False for options only ``python -m llmload`` reads."""
+    web_form: bool = True
+    """Offered in the web UI's form; False for what is fixed once Locust has started (a port it listens on)."""
     commands: tuple[str, ...] = _RUN
     """The commands that take it (see COMMANDS)."""
     value_type: type | None = None
@@ -149,6 +152,16 @@ TABLE: tuple[Option, ...] = (
     Option("WEB_PORT", "--web-port", "web_port", 8089, "port of the web UI", to_locust=False, minimum=1, maximum=65535),
     Option("WEB_LOGIN", "--web-login", "web_login", "", "user:password the web UI asks for (Locust's --web-login)",
            secret=True, to_locust=False),
+    # issue-25: the run's metrics for Prometheus, and a Prometheus to scrape them
+    Option("METRICS_PORT", "--metrics-port", "metrics_port", 0, "port where the process that owns the run serves its "
+           "metrics to Prometheus (llmload_* beside vLLM's vllm:*; monitoring/); 0: off", web_form=False, minimum=0,
+           maximum=65535, commands=_RUN_AND_SWEEP),
+    Option("METRICS_HOST", "--metrics-host", "metrics_host", "127.0.0.1", "address METRICS_PORT listens on; one other than "
+           "loopback needs METRICS_LOGIN", web_form=False, commands=_RUN_AND_SWEEP),
+    Option("METRICS_LOGIN", "--metrics-login", "metrics_login", "", "user:password METRICS_PORT asks for (HTTP basic auth, "
+           "Prometheus's basic_auth)", secret=True, to_locust=False, commands=_RUN_AND_SWEEP),
+    Option("MONITOR_PORT", "--monitor-port", "monitor_port", 9090, "port of the Prometheus that make monitor starts on "
+           "127.0.0.1", commands=("monitor",), minimum=1, maximum=65535),
     # crash safety
     Option("FLUSH_INTERVAL", "--flush-interval", "flush_interval", 1.0, "seconds between appends of records to samples.jsonl: at most what a kill -9 loses"),
     # failure pacing, and faults the built-in target injects
@@ -222,6 +235,7 @@ SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
 CROSSCHECK_OPTIONS = options_for("crosscheck")
 WORKER_OPTIONS = options_for("worker")
+MONITOR_OPTIONS = options_for("monitor")
 
 
 def option_by_key(key: str) -> Option:
@@ -253,7 +267,7 @@ def add_suite_options(parser: Any, *, include_locust: bool = False, web_ui: bool
         if o.choices:
             kwargs["choices"] = o.choices
         if web_ui:
-            kwargs["include_in_web_ui"] = o.key not in fixed
+            kwargs["include_in_web_ui"] = o.web_form and o.key not in fixed
             if o.secret:
                 kwargs["is_secret"] = True
         parser.add_argument(*flags, **kwargs)

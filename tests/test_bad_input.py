@@ -17,6 +17,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_HELD: list[socket.socket] = []
+
+
+def taken_port() -> int:
+    """A port another process listens on (this one, for the session)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    _HELD.append(s)
+    return s.getsockname()[1]
+
+
 def _file(tmp_path, name, text="x"):
     path = tmp_path / name
     path.write_text(text)
@@ -70,6 +82,19 @@ CASES = {
     "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is newer than this llmload reads"),
     "report on a summary with a number as text": (lambda t, out: ["report", str(_run_folder_with(t, _summary_with(requests_ok="12")))], "requests_ok: '12' is not an int"),
     "COUNT=0": (lambda t, out: ["prompts", "COUNT=0", f"OUT={out}"], "COUNT=0"),
+    "METRICS_PORT out of range": (lambda t, out: ["load", "METRICS_PORT=70000", f"OUT={out}"], "METRICS_PORT=70000"),
+    "METRICS_HOST off loopback without METRICS_LOGIN": (lambda t, out: ["load", "METRICS_PORT=9400", "METRICS_HOST=0.0.0.0",
+                                                                          f"OUT={out}"], "METRICS_LOGIN"),
+    "capacity METRICS_HOST off loopback": (lambda t, out: ["capacity", "SLO=ttft_p90<=2s", "METRICS_PORT=9400",
+                                                           "METRICS_HOST=10.0.0.5", f"OUT={out}"], "METRICS_LOGIN"),
+}
+# Ports the suite would listen on, found taken: the check binds a socket.
+PORT_CASES = {
+    "METRICS_PORT taken": (lambda t, out: ["load", f"METRICS_PORT={taken_port()}", f"OUT={out}"], "is taken"),
+    "METRICS_PORT is WEB_PORT": (lambda t, out: ["ui", *(f"{k}={p}" for p in [free_port()] for k in ("WEB_PORT", "METRICS_PORT")),
+                                                 f"OUT={out}"], "is WEB_PORT too"),
+    "sweep METRICS_PORT taken": (lambda t, out: ["sweep", SCENARIO, f"METRICS_PORT={taken_port()}", f"OUT={out}"], "METRICS_PORT="),
+    "monitor MONITOR_PORT taken": (lambda t, out: ["monitor", f"MONITOR_PORT={taken_port()}"], "MONITOR_PORT="),
 }
 # Refused only once a server failed to answer: these need a socket.
 NO_ANSWER_CASES = {
@@ -92,6 +117,14 @@ def _assert_refused(done, word: str, out) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_one_line_exit_2_and_no_out_folder(cli, tmp_path, case):
     argv, word = CASES[case]
+    out = tmp_path / "run"
+    _assert_refused(cli(*argv(tmp_path, out)), word, out)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", PORT_CASES)
+def test_a_taken_port_is_one_line_exit_2_and_no_out_folder(cli, tmp_path, case):
+    argv, word = PORT_CASES[case]
     out = tmp_path / "run"
     _assert_refused(cli(*argv(tmp_path, out)), word, out)
 

@@ -123,6 +123,19 @@ def test_fixed_mode_exact_and_no_prefill_queue():
 
 
 @pytest.mark.pure
+def test_the_engine_keeps_vllms_request_histograms():
+    eng, _ = _engine(fixed_ttft_s=0.05, fixed_itl_s=0.02, profile=dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=2))
+    _run(eng, [100] * 3, max_tokens=11)  # the third waits for a slot: 0.05 + 10 * 0.02 = 0.25 s
+    h = eng.latency
+    assert h.time_to_first_token.counts[h.time_to_first_token.bounds.index(0.06)] == 2  # 0.05 s: le=0.06
+    assert h.time_to_first_token.sum == pytest.approx(0.05 + 0.05 + 0.30)
+    assert sum(h.inter_token_latency.counts) == 30 and h.inter_token_latency.sum == pytest.approx(30 * 0.02)
+    assert h.request_time_per_output_token.sum == pytest.approx(3 * 0.02)
+    assert h.e2e_request_latency.sum == pytest.approx(0.25 + 0.25 + 0.50)
+    assert h.request_queue_time.sum == pytest.approx(0.25) and sum(h.request_queue_time.counts) == 3
+
+
+@pytest.mark.pure
 def test_itl_per_seq_grows_a_fixed_gap_by_a_set_amount_per_running_sequence():
     alone = _run(_engine(fixed_ttft_s=0.0, fixed_itl_s=0.002, itl_per_seq_s=0.003)[0], [10], max_tokens=5)[0]
     assert [b - a for a, b in zip(alone.times, alone.times[1:])] == pytest.approx([0.005] * 4)

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from conftest import run_cli
+from monitoring import check_board, prometheus
 from llmload.results.records import read_records
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
@@ -94,6 +95,16 @@ def test_the_format_holds_under_sampling(gptoss, tmp_path, prompts, requests):
         assert sum(map(_well_formed, records)) >= 0.995 * requests, effort
         medians.append(statistics.median(r.reasoning_tokens for r in records))
     assert medians[0] < medians[1] < medians[2]
+
+
+def test_prometheus_scrapes_a_run_and_vllm_and_every_query_of_the_board_gets_data(gptoss, tmp_path):
+    """monitoring/: a real Prometheus scrapes the suite's METRICS_PORT and vLLM's /metrics; each PromQL expression of
+    the board has data, and the client's request counters in Prometheus are summary.json's."""
+    port = _free_port()
+    with prometheus(tmp_path, f"127.0.0.1:{port}", gptoss.removeprefix("http://")) as prom:
+        started_s = time.time()
+        _load(gptoss, tmp_path / "run", f"METRICS_PORT={port}", "EFFORT=mix:low=1,medium=1", "USERS=4", "DURATION=20s")
+        check_board(prom, tmp_path / "run", started_s)
 
 
 def test_reasoning_length_follows_the_effort(gptoss):

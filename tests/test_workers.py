@@ -19,6 +19,8 @@ import pytest
 import numpy as np
 
 from conftest import REPO, run_cli
+from monitoring import Scraper, free_port
+from prometheus_client.parser import text_string_to_metric_families
 from llmload.loadtest.arrivals import Arrivals
 from llmload.promptsets.catalog import load_prompt_set
 from llmload.results.records import read_records
@@ -116,6 +118,29 @@ def test_two_local_workers_send_every_record_once_to_the_master(tmp_path):
     # ORDER=sequence: the two workers took the set's prompts in turn, so together they used its first 24.
     ids = [p.id for p in load_prompt_set("builtin", 0)]
     assert Counter(r.prompt_id for r in records) == Counter(ids[i % len(ids)] for i in range(24))
+
+
+def test_the_masters_metrics_port_counts_every_workers_requests_and_their_streams(tmp_path):
+    """With WORKERS the master serves METRICS_PORT: the workers' records merged, their requests in flight summed."""
+    process, url = start_sim(["--fixed-ttft-ms", "50", "--fixed-itl-ms", "10"])
+    port = free_port()
+    out = tmp_path / "run"
+    try:
+        with Scraper(port, interval_s=0.3) as scraper:
+            done = run_cli("load", f"HOST={url}", "USERS=4", "REQUESTS=40", "MAX_TOKENS=30", "EFFORT=low", "WORKERS=2",
+                           f"METRICS_PORT={port}", f"OUT={out}", timeout_s=180)
+            assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        stop_sim(process)
+    summary = json.loads((out / "summary.json").read_text())
+
+    def values(text, name):
+        return [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+
+    requests = sum(values(scraper.texts[-1], "llmload_requests_total"))  # the scrape the master waited for at its end
+    assert requests == summary["requests_ok"] == 40
+    assert max(v for text in scraper.texts for v in values(text, "llmload_requests_in_flight")) >= 1
+    assert max(v for text in scraper.texts for v in values(text, "llmload_users")) == 4
 
 
 def test_rate_over_two_workers_sends_exactly_the_one_process_schedule(tmp_path):

@@ -15,7 +15,7 @@ from typing import Any, Self, Sequence
 
 import orjson
 
-from llmload.credentials import web_login
+from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
 from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings
 from llmload.results.efforts import effort_shares
@@ -61,6 +61,8 @@ class RunConfig:
     continuous_usage: str
     request_timeout: float
     seed: int
+    metrics_port: int
+    metrics_host: str
     flush_interval: float
     failure_backoff: float
     failure_backoff_max: float
@@ -161,6 +163,7 @@ def _check(config: LaunchConfig) -> None:
                           "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
     if web_login() is None and config.web_host != "127.0.0.1":
         raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
+    check_metrics_host(config.metrics_host, config.metrics_port)
     if not 0 < config.flush_interval <= 60:
         raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
     if config.workers and config.expect_remote_workers:

@@ -46,6 +46,7 @@ from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
+from llmload.results.run_metrics import RunMetrics
 from llmload.results.slo import Slo, slos_of
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
@@ -53,7 +54,7 @@ from llmload.results.summary import summarize
 from llmload.results.vllm_bench import write_vllm_bench
 
 __all__ = ["RunSession", "RunOwner", "RunWorker", "start_session", "current_session", "current_collector",
-           "current_live", "start_measured_schedule"]
+           "current_live", "current_metrics", "start_measured_schedule"]
 
 logger = logging.getLogger("llmload")
 
@@ -82,6 +83,12 @@ def current_live(environment: Environment) -> LiveStats | None:
     """The running test's live table (the web UI's streaming tab); None headless, on a worker, or before a test."""
     session = current_session(environment)
     return session.live if isinstance(session, RunOwner) else None
+
+
+def current_metrics(environment: Environment) -> RunMetrics | None:
+    """The running test's figures for METRICS_PORT; None when it is off, on a worker, or before a test."""
+    session = current_session(environment)
+    return session.metrics if isinstance(session, RunOwner) else None
 
 
 def start_measured_schedule(environment: Environment, start_unix_s: float) -> None:
@@ -221,6 +228,8 @@ class RunOwner(RunSession):
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         # RATE: one dispatching user per process, not a load setting (USERS is 1)
         self._open_run_dir(config, 1 if config.rate else runner.target_user_count or config.num_users)
+        self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.efforts.efforts, scheduled_rps=config.rate * config.speedup) \
+            if config.metrics_port else None  # METRICS_PORT's figures (exporter.py serves them)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:
             self.live.run_dir = str(self.run_dir)
@@ -266,6 +275,8 @@ class RunOwner(RunSession):
 
     def add(self, record: RequestRecord) -> None:
         self.writer.add(record)
+        if self.metrics is not None:
+            self.metrics.add(record)
         if self.slos and not record.warmup:
             self.measured.append(record)
         if self.live is not None:

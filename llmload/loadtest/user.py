@@ -26,11 +26,12 @@ from llmload.client.faults import normalised_detail
 from llmload.client.measure import ChatClient, measure_request
 from llmload.errors import LoadTestError, RequestFailed
 from llmload.loadtest.distributed import register_messages
+from llmload.loadtest.exporter import install_exporter
 from llmload.loadtest.live import install_streaming_tab
 from llmload.loadtest.openloop import run_open_loop
 from llmload.loadtest.pacing import FailureBackoff
-from llmload.loadtest.session import (RunSession, current_collector, current_live, current_session, start_measured_schedule,
-                                      start_session)
+from llmload.loadtest.session import (RunSession, current_collector, current_live, current_metrics, current_session,
+                                      start_measured_schedule, start_session)
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
 from llmload.results.records import RequestRecord
@@ -150,12 +151,15 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
         session.on_quitting()
+    if environment.llmload_exporter is not None:
+        environment.llmload_exporter.wait_for_last_scrape()
 
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     environment.llmload_start_host = environment.host  # the host the environment's API key is for
     register_messages(environment, current_collector, start_measured_schedule)
+    environment.llmload_exporter = install_exporter(environment, lambda: current_metrics(environment))
     environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
     if environment.web_ui:
         install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)

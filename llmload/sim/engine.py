@@ -11,6 +11,7 @@ import time
 from collections import deque
 from typing import Callable, Protocol
 
+from .histograms import RequestHistograms
 from .profiles import Profile, sample_lengths
 
 WAITING, RUNNING, DONE, CANCELLED, FAILED = "waiting", "running", "done", "cancelled", "failed"
@@ -44,7 +45,7 @@ class Sequence:
     __slots__ = (
         "index", "prompt_tokens", "reasoning_tokens", "answer_tokens", "total_tokens",
         "finish_reason", "state", "fail", "disconnect_after", "arrival_s", "admit_s",
-        "first_token_s", "generated", "sink", "paused", "parked_due_s",
+        "first_token_s", "last_token_s", "generated", "sink", "paused", "parked_due_s",
     )
 
     def __init__(self, index: int, prompt_tokens: int, reasoning: int, answer: int,
@@ -61,6 +62,7 @@ class Sequence:
         self.arrival_s = arrival_s
         self.admit_s: float | None = None
         self.first_token_s: float | None = None
+        self.last_token_s = 0.0
         self.generated = 0
         self.sink = sink
         self.paused = False
@@ -123,6 +125,7 @@ class Engine:
         self.prefix_cache_queries_total = 0
         self.prefix_cache_hits_total = 0  # no prefix cache model yet
         self.stream_pauses_total = 0  # streams held back because their reader fell behind
+        self.latency = RequestHistograms()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
         self._wake_due_s = math.inf
@@ -247,15 +250,24 @@ class Engine:
         seq.generated += 1
         self.kv_used_tokens += 1
         self.generation_tokens_total += 1
+        latency = self.latency
         if seq.generated == 1:
             seq.first_token_s = due_s
             self.prompt_tokens_total += seq.prompt_tokens
             self.prefix_cache_queries_total += seq.prompt_tokens
+            latency.time_to_first_token.observe(due_s - seq.arrival_s)
+        else:
+            latency.inter_token_latency.observe(due_s - seq.last_token_s)
+        seq.last_token_s = due_s
         if seq.generated >= seq.total_tokens:
             seq.state = DONE
             self.running -= 1
             self.kv_used_tokens -= seq.prompt_tokens + seq.generated
             self.request_success_total[seq.finish_reason] += 1
+            latency.e2e_request_latency.observe(due_s - seq.arrival_s)
+            latency.request_queue_time.observe(0.0 if seq.admit_s is None else seq.admit_s - seq.arrival_s)
+            if seq.generated > 1:
+                latency.request_time_per_output_token.observe((due_s - seq.first_token_s) / (seq.generated - 1))
             self._admit(due_s)  # the slot frees at the scheduled time, not the wake time
         else:
             # Next token is relative to the scheduled time so wake-up lateness never accumulates.

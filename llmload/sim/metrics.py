@@ -1,11 +1,10 @@
-"""Prometheus text exposition of engine state under vLLM's metric names."""
+"""Prometheus text exposition of engine state under vLLM's metric names, with vLLM's request histograms."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
 from .engine import Engine
-
 
 def metrics_text(engine: Engine, model: str, http_requests: Mapping[tuple[str, str, str], int]) -> str:
     """Render gauges and counters with # HELP/# TYPE lines and a model_name label, then vLLM's HTTP counter."""
@@ -40,6 +39,9 @@ def metrics_text(engine: Engine, model: str, http_requests: Mapping[tuple[str, s
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for extra, value in samples:
             out.append(f"{name}{{{extra}{label}}} {float(value)!r}\n")
+    for name, help_text, histogram in e.latency.rows():
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} histogram\n")
+        out.extend(histogram.lines(name, label))
     out.append("# HELP http_requests_total Total number of requests by method, status and handler.\n"
                "# TYPE http_requests_total counter\n")
     for (handler, method, status), n in sorted(http_requests.items()):

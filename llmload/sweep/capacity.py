@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -92,8 +92,11 @@ def _format_load(load: float, whole: bool) -> str:
 
 
 def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, speedup: float, api_key: str = "",
-                 progress: Callable[[str], None] = print) -> int:
-    """Search, print each step and the answer, write OUT/capacity.json; 0 when the search ended, 1 when a step crashed."""
+                 progress: Callable[[str], None] = print, exported: Mapping[str, str] | None = None) -> int:
+    """Search, print each step and the answer, write OUT/capacity.json; 0 when the search ended, 1 when a step crashed.
+
+    ``exported``: METRICS_HOST and METRICS_PORT for every step (runner settings: no part of a step's key).
+    """
     by, whole = capacity.capacity_by, capacity.capacity_by == "users"
     searched = _SEARCHED[by]
     base = {**words, "EARLY_STOP": "on"}
@@ -120,7 +123,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
                 set_aside(cell_dir)
                 cell = make_cell(len(steps), settings, f"{searched}={settings[searched]}", {})
                 started_s = time.monotonic()
-                ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals)
+                ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals, exported=exported)
                 if signals.first:
                     raise Interrupted(signals.first, f"step {searched}={settings[searched]} stopped early and is kept "
                                                      f"unfinished in {cell_dir}; rerun the same command to resume")

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -131,9 +131,13 @@ def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overh
 
 
 def run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-              tick: Callable[[float], None], signals: SignalForwarder, repeat: int = 1) -> bool:
-    """Run one cell (its run ``repeat``) into ``cell_dir``; True when it finished and was marked complete."""
-    settings = {**cell.settings, "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
+              tick: Callable[[float], None], signals: SignalForwarder, repeat: int = 1,
+              exported: Mapping[str, str] | None = None) -> bool:
+    """Run one cell (its run ``repeat``) into ``cell_dir``; True when it finished and was marked complete.
+
+    ``exported``: METRICS_HOST and METRICS_PORT for the cell's load process (runner settings, not the cell's).
+    """
+    settings = {**cell.settings, **(exported or {}), "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
     cell_dir.mkdir(parents=True)
     sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s, api_key)
     sampler.start()
@@ -171,10 +175,10 @@ def _terminal_line(text: str) -> None:
 
 def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.0, metrics_interval_s: float = 1.0,
               api_key: str = "", progress: Callable[[str], None] = print, live: Callable[[str], None] = _terminal_line,
-              repeats: int = 0) -> int:
+              repeats: int = 0, exported: Mapping[str, str] | None = None) -> int:
     """Run every unfinished run of every cell; 0 when all are finished, 1 when some failed (they stay to rerun).
 
-    ``repeats``: runs of each cell, in place of each cell's REPEATS (0: the cells' own).
+    ``repeats``: runs of each cell, in place of each cell's REPEATS (0: the cells' own). ``exported``: see run_cell.
 
     Interrupted (one line for the CLI) when SIGINT or SIGTERM stops it; the cell in flight stays unfinished.
     """
@@ -183,11 +187,13 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
     if host:
         probe_server(host, api_key)  # a HOST that does not answer stops the sweep before OUT is made
     with SignalForwarder("stopped between cells; finished cells are kept: rerun the same command to resume") as signals:
-        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals, repeats)
+        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals, repeats,
+                          exported)
 
 
 def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
-               progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder, repeats: int) -> int:
+               progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder, repeats: int,
+               exported: Mapping[str, str] | None) -> int:
     (out / "cells").mkdir(parents=True, exist_ok=True)
     cells = list(scenario.cells)
     _write_missing_prompt_sets(cells, progress)
@@ -214,7 +220,8 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
             cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
             ok = run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
-                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals, repeat)
+                                                  f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals, repeat,
+                          exported)
             live("")
         if signals.first:
             raise Interrupted(signals.first, f"cell {cell.index}{which} ({cell.label}) stopped early and is kept unfinished in {cell_dir}; "

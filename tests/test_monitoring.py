@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO, run_cli
 from factories import make_record
-from llmload.options import check_metrics_host, parse_run_args
+from llmload.credentials import check_metrics_host
+from llmload.loadtest.runconfig import parse_run_args
 from llmload.errors import ConfigError
 from llmload.results.histogram import LogHistogram
 from llmload.results.records import RequestRecord
@@ -175,12 +176,12 @@ def test_every_llmload_series_the_board_reads_is_exported():
     ("127.0.0.1", "", False), ("127.0.0.2", "", False), ("localhost", "", False), ("::1", "", False)])
 def test_metrics_off_loopback_need_metrics_login(monkeypatch, host, login, refused):
     monkeypatch.setenv("METRICS_LOGIN", login)
-    options = parse_run_args([f"METRICS_HOST={host}", "METRICS_PORT=9400"])
     if refused:
         with pytest.raises(ConfigError, match=f"METRICS_HOST={host} .*METRICS_LOGIN"):
-            check_metrics_host(options)
+            parse_run_args([f"METRICS_HOST={host}", "METRICS_PORT=9400"])
     else:
-        check_metrics_host(options)
+        assert parse_run_args([f"METRICS_HOST={host}", "METRICS_PORT=9400"]).metrics_host == host
+    check_metrics_host(host, 0)  # METRICS_PORT off: nothing is served, anywhere
 
 
 @pytest.mark.integration

@@ -41,7 +41,7 @@ def test_typed_defaults_so_the_web_ui_can_cast():
 def test_the_run_config_has_a_typed_field_per_option_of_the_table():
     assert [f.name for f in fields(RunConfig)] == [o.dest for o in RECORDED_OPTIONS]
     assert [f.name for f in fields(LaunchConfig)] == [o.dest for o in (*RECORDED_OPTIONS, *LAUNCH_OPTIONS)]
-    assert {o.dest for o in OPTIONS} - {f.name for f in fields(LaunchConfig)} == {"api_key", "web_login"}  # secrets
+    assert {o.dest for o in OPTIONS} - {f.name for f in fields(LaunchConfig)} == {"api_key", "web_login", "metrics_login"}  # secrets
     for f in fields(LaunchConfig):
         o = next(o for o in OPTIONS if o.dest == f.name)
         assert f.type == ("str | int | None" if o.dest == "run_time" else type(o.default).__name__), o.key

@@ -23,7 +23,7 @@ from locust.runners import WorkerRunner
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 
-from llmload import options as opts
+from llmload.credentials import is_loopback, metrics_login
 from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.results.run_metrics import RunMetrics, render
 
@@ -67,7 +67,7 @@ class MetricsExporter:
         self._worker_in_flight: dict[str, int] = {}
         self._login = b"Basic " + base64.b64encode(":".join(login).encode()) if login else None
         self._hosts = ({f"{host}:{port}", f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-                       if opts.is_loopback(host) else None)
+                       if is_loopback(host) else None)
         self._scrapes_s: list[float] = []  # monotonic starts of the last two scrapes
         self._last_sent_s = -1.0  # the start of the last scrape sent whole
         self._scraped = Event()
@@ -140,7 +140,7 @@ def install_exporter(environment: Any, metrics: Callable[[], RunMetrics | None])
     options = environment.parsed_options
     if options is None or not getattr(options, "metrics_port", 0):
         return None
-    exporter = MetricsExporter(environment, metrics, options.metrics_host, options.metrics_port, opts.metrics_login())
+    exporter = MetricsExporter(environment, metrics, options.metrics_host, options.metrics_port, metrics_login())
     try:
         exporter.start()
     except OSError as e:

@@ -106,7 +106,7 @@ class RunMetrics:
         self._efforts = {effort: _Effort() for effort in efforts}
 
     def add(self, record: RequestRecord) -> None:
-        """Count one finished request (a warm-up is left out); a few list appends and one histogram pass over its gaps."""
+        """Count one finished request (a warm-up is left out): four histogram counts and a copy of its gaps."""
         if record.warmup:
             return
         effort = record.effort or "none"

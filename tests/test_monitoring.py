@@ -28,7 +28,7 @@ from llmload.sim import start_sim, stop_sim
 from llmload.sim.engine import Engine
 from llmload.sim.metrics import metrics_text
 from llmload.sim.profiles import lookup_profile
-from monitoring import Scraper, board_expressions, check_board, free_port, prometheus
+from real_prometheus import Scraper, board_expressions, check_board, free_port, prometheus
 
 
 def _record(i: int, **fields) -> RequestRecord:

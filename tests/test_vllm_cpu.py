@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from conftest import run_cli
-from monitoring import check_board, prometheus
+from real_prometheus import check_board, prometheus
 from llmload.results.records import read_records
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler

@@ -19,7 +19,7 @@ import pytest
 import numpy as np
 
 from conftest import REPO, run_cli
-from monitoring import Scraper, free_port
+from real_prometheus import Scraper, free_port
 from prometheus_client.parser import text_string_to_metric_families
 from llmload.loadtest.arrivals import Arrivals
 from llmload.promptsets.catalog import load_prompt_set

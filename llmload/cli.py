@@ -6,6 +6,7 @@
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
     crosscheck [KEY=VALUE ...] vLLM's bench and llmload on one server and workload, side by side
+    calibrate RESULTS="dir ..." PROFILE=name|path [OUT=file]  fit the built-in target's profile to a real server's results
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     serve-sim [FLAGS ...]   the built-in vLLM-compatible target (python -m llmload.sim --help)
@@ -344,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from llmload.crosscheck.runner import run_crosscheck
 
             return run_crosscheck(opts.parse_settings(rest, opts.CROSSCHECK_OPTIONS))
+        if command == "calibrate":
+            from llmload.calibrate.command import run_calibrate
+
+            return run_calibrate(opts.parse_settings(rest, opts.CALIBRATE_OPTIONS), rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":
@@ -361,5 +366,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,report,worker,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,calibrate,report,worker,serve-sim} ...", file=sys.stderr)
     return 2

@@ -113,7 +113,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("settings,message", [
     (["EFFORT=ultra"], "EFFORT"),
     (["USERS=0"], "USERS"),
-    (["GPUS=8"], "unknown setting GPUS"),
+    (["GPU_COUNT=8"], "unknown setting GPU_COUNT"),
     (["DURATION=soon"], "DURATION"),
     (["EXTRA_BODY={oops"], "EXTRA_BODY"),
     (["PROMPTS=/nonexistent.jsonl"], "PROMPTS"),

@@ -103,6 +103,15 @@ def _locust_output_argv(options: LaunchConfig, out: Path) -> list[str]:
     return argv
 
 
+def profile_gpu(profile: str, settings: Sequence[str]) -> str | None:
+    """PROFILE without GPU: the profile's GPU, which labels (and prices) the run instead of GPU's default; else None."""
+    if not profile or any(w.startswith(("GPU=", "--gpu")) for w in settings):
+        return None
+    from llmload.sim.profiles import load_profile
+
+    return load_profile(profile).gpu
+
+
 def _locustfile() -> Path:
     path = Path(__file__).resolve().parents[1] / "locustfile.py"
     if not path.is_file():
@@ -113,6 +122,8 @@ def _locustfile() -> Path:
 def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
     """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
     options = parse_run_args(settings)
+    if (gpu := profile_gpu(options.target_profile, settings)) is not None:
+        options = dataclasses.replace(options, gpu=gpu)
     overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
@@ -183,8 +194,8 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             made = _made_dirs(out)
             progress.start()
         else:
-            if not options.host:  # the built-in target plays one GPU at one SPEEDUP: the form does not offer them
-                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP"
+            if not options.host:  # the built-in target plays one profile at one SPEEDUP: the form does not offer them
+                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP,PROFILE"
             named = Path(options.out) if options.out else None  # else the test names it from the form's values
             argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
@@ -283,6 +294,8 @@ def _capacity(settings: Sequence[str]) -> int:
     if any("=" not in word or word.startswith("-") for word in settings):
         raise ConfigError("capacity takes KEY=VALUE settings only, e.g. SLO='ttft_p90<=2s' EFFORT=high")
     words = dict(word.split("=", 1) for word in settings)
+    if (gpu := profile_gpu(parsed.target_profile, settings)) is not None:
+        parsed.gpu = words["GPU"] = gpu
     own = {o.key for o in opts.CAPACITY_OPTIONS} | set(opts.RUNNER_KEYS)
     step_words = {k: v for k, v in words.items() if k not in own}
     check_capacity_settings(step_words, parsed)

@@ -21,6 +21,7 @@ every file is written and the result block printed; a second one cuts the stream
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal

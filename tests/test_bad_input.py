@@ -70,6 +70,23 @@ CASES = {
     "report on a newer suite's summary": (lambda t, out: ["report", str(_run_folder_with(t, '{"schema_version": 99}'))], "schema_version 99 is newer than this llmload reads"),
     "report on a summary with a number as text": (lambda t, out: ["report", str(_run_folder_with(t, _summary_with(requests_ok="12")))], "requests_ok: '12' is not an int"),
     "COUNT=0": (lambda t, out: ["prompts", "COUNT=0", f"OUT={out}"], "COUNT=0"),
+    "PRICE=abc": (lambda t, out: ["load", "PRICE=abc", f"OUT={out}"], "PRICE='abc' is not a positive number"),
+    "PRICE=0": (lambda t, out: ["load", "PRICE=0", f"OUT={out}"], "PRICE='0' is not a positive number"),
+    "PRICE=-2 with HOST": (lambda t, out: ["load", "PRICE=-2", "HOST=http://127.0.0.1:1", f"OUT={out}"], "PRICE="),  # refused before any call
+    "GPUS=0": (lambda t, out: ["load", "GPUS=0", f"OUT={out}"], "GPUS=0"),
+    "PROFILE missing": (lambda t, out: ["load", f"PROFILE={t}/nope.json", f"OUT={out}"], "cannot be read"),
+    "PROFILE no such name": (lambda t, out: ["load", "PROFILE=b200-gpt-oss-20b", f"OUT={out}"], "no such shipped profile"),
+    "PROFILE without a field": (lambda t, out: ["load", f"PROFILE={_profile_without(t, 'token_s')}", "GPU=h100", f"OUT={out}"],
+                                "step.token_s is missing"),
+    "PROFILE of another model": (lambda t, out: ["load", "PROFILE=h200-gpt-oss-20b-bf16", "MODEL=gpt-oss-120b", f"OUT={out}"],
+                                 "plays gpt-oss-20b"),
+    "serve-sim PROFILE without a field": (lambda t, out: ["serve-sim", f"PROFILE={_profile_without(t, 'overhead_s')}"],
+                                          "step.overhead_s is missing"),
+    "calibrate without PROFILE": (lambda t, out: ["calibrate", f"RESULTS={REPO}/measurements/h200-2026-12-04/suite-u256"],
+                                  "PROFILE is missing"),
+    "calibrate without RESULTS": (lambda t, out: ["calibrate", "PROFILE=h200-gpt-oss-20b-bf16"], "RESULTS is missing"),
+    "calibrate on a folder that is no results": (lambda t, out: ["calibrate", f"RESULTS={t}", "PROFILE=h200-gpt-oss-20b-bf16"],
+                                                 "not a results folder"),
 }
 # Refused only once a server failed to answer: these need a socket.
 NO_ANSWER_CASES = {
@@ -79,6 +96,12 @@ NO_ANSWER_CASES = {
 # The whole contract end to end, as a process: one line on stderr, exit code 2, no traceback, no OUT folder.
 AS_A_PROCESS = {**{name: CASES[name] for name in ("USERS=-3", "OUT not writable", "report on a newer suite's summary")},
                 **NO_ANSWER_CASES}
+
+
+def _profile_without(tmp_path, step_field):
+    data = orjson.loads((REPO / "llmload" / "data" / "profiles" / "h100-gpt-oss-20b.json").read_bytes())
+    del data["step"][step_field]
+    return _file(tmp_path, "profile.json", orjson.dumps(data).decode())
 
 
 def _assert_refused(done, word: str, out) -> None:

@@ -53,7 +53,7 @@ class Profile:
     engine: EngineLimits
     step: StepTimes
     frontend: Frontend
-    path: str = ""
+    path: str = field(default="", compare=False)
     """The file it was read from."""
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     """How it was made (calibrate's cells and errors, or the extrapolation's ratios), kept as written."""
@@ -122,6 +122,9 @@ def load_profile(name_or_path: str) -> Profile:
     return profile_from_dict(data, where, str(path))
 
 
+_KIND_WORDS = {int: "a whole number", float: "a number", str: "a string", dict: "a JSON object"}
+
+
 def _field(data: Any, key: str, where: str, kind: type | tuple[type, ...], prefix: str = "") -> Any:
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: {prefix.rstrip('.') or 'the file'} must be a JSON object")
@@ -131,7 +134,7 @@ def _field(data: Any, key: str, where: str, kind: type | tuple[type, ...], prefi
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ProfileError(f"{where}: {prefix}{key} must be a {getattr(kind, '__name__', 'value')}, got {value!r}")
+        raise ProfileError(f"{where}: {prefix}{key} must be {_KIND_WORDS.get(kind, 'another value')}, got {value!r}")
     return value
 
 

@@ -172,14 +172,15 @@ class StepScheduler:
             self.kv_used += chunk
             if w.computed < w.target:
                 continue
-            self.prefilling.remove(w)
             w.gen += 1
             sampled.append(w)
             if w.gen >= w.total_tokens:
                 self._leave(w)
                 w.state = FINISHED
                 done.append(w)
-            elif w.held:
+                continue
+            self.prefilling.remove(w)
+            if w.held:
                 w.state = HELD
             else:
                 self._start_decoding(w)

@@ -56,7 +56,8 @@ def predicted_label(served_by: dict[str, Any]) -> str:
     """``predicted for <gpu> (...)``: what a rehearsal's scaled figures stand for."""
     profile = served_by.get("profile")
     kind = served_by.get("profile_kind")
-    detail = f"profile {profile}, {kind}" if profile and kind else f"profile {profile}" if profile else "built-in target"
+    detail = f"profile {profile}, {kind}" if profile and kind else f"profile {profile}" if profile else \
+        f"built-in target, {kind}" if kind else "built-in target"
     speedup = float(served_by.get("speedup") or 1.0)
     scaled = f"; SPEEDUP {speedup:g}x scaled back" if speedup != 1.0 else ""
     return f"predicted for {served_by.get('gpu_profile') or '?'} ({detail}{scaled})"

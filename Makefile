@@ -90,10 +90,11 @@ test-integration: $(VENV)/.installed  ## the integration tier: the built-in targ
 test-vllm: $(VENV)/.installed vllm-cpu-models  ## the vllm tier: the real vLLM (CPU build) serving the tiny models
 	$(PY) -m pytest -q -m vllm
 
-bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
+bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed, the calibration's held-out error (bench/RESULTS.md)
 	$(PY) bench/client_bench.py
 	$(PY) bench/prompts_bench.py
 	$(PY) bench/figures_bench.py
+	$(PY) bench/calibration_bench.py
 
 bench-product: $(VENV)/.installed  ## make load itself against the target's send log: 16, 256, 1,000 streams started together, WORKERS 0-2, beside the bare client (bench/RESULTS.md)
 	$(PY) bench/product_bench.py --bare

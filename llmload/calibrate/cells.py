@@ -23,7 +23,7 @@ import orjson
 from llmload.errors import ConfigError
 from llmload.results.provenance import is_rehearsal, served_by_of
 from llmload.results.records import read_records
-from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, read_summary
+from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, older_summary_version, read_summary, recompute_summary
 
 __all__ = ["Cell", "METRICS", "read_cells", "burst_answers", "lengths"]
 
@@ -86,12 +86,15 @@ def _read_folder(path: Path) -> list[Cell]:
 
 def burst_answers(summary: Any) -> bool:
     """Every answer came in one burst: no inter-token gap although requests got several tokens."""
+    delivery = getattr(summary, "delivery", None)
+    if delivery is not None and delivery.requests:
+        return delivery.every_answer_in_one_event
     return summary.itl_ms.count == 0 and (summary.output_tokens.mean or 0) > 1
 
 
 def _run_cell(path: Path) -> Cell:
     """A run of this suite against a real server."""
-    summary = read_summary(path)
+    summary = recompute_summary(path) if older_summary_version(path) else read_summary(path)  # the H200 runs' is v1
     config = summary.config
     served = served_by_of(config)
     if served is None:

@@ -12,7 +12,7 @@ from llmload.results.sweepfiles import read_capacity
 from plots.results import Results
 from plots.tables import Table
 
-__all__ = ["decision_table", "rows_of"]
+__all__ = ["decision_table", "predicted_table", "rows_of"]
 
 
 def rows_of(results: Sequence[Results]) -> list[DecisionRow]:
@@ -58,3 +58,25 @@ def decision_table(results: Sequence[Results]) -> Table | None:
              "Prices are PRICE where given, else the GPU's default list price (summary.json cost.price_source says which).")
     return Table(headers, body, ("l", "l", "l", "r", "l", "r", "r", "r", "r", "l"),
                  notes if any(r.predicted for r in rows) else notes[1:])
+
+
+def predicted_table(results: Sequence[Results]) -> Table | None:
+    """Rehearsed cells' figures predicted for the GPU each played, the raw sped-up ones beside them; None without any."""
+    rows = []
+    for r in results:
+        for c in r.cells:
+            p = c.summary.predicted
+            if p is None:
+                continue
+            s = c.summary
+            rows.append((c.label, p.label, f"{_value(p.rps, p.rps_ci95)} ({_value(s.rps)})",
+                         f"{_value(p.ttft_ms.median, p.ttft_ms.median_ci95)} ({_value(s.ttft_ms.median)})",
+                         f"{_value(p.tpot_ms.median, p.tpot_ms.median_ci95)} ({_value(s.tpot_ms.median)})",
+                         f"{_value(p.response_time_ms.median, p.response_time_ms.median_ci95)} ({_value(s.response_time_ms.median)})"))
+    if not rows:
+        return None
+    headers = ("cell", "figures", "req/s [95%] (raw)", "median TTFT ms [95%] (raw)", "median TPOT ms [95%] (raw)",
+               "median E2E ms [95%] (raw)")
+    return Table(headers, tuple(rows), ("l", "l", "r", "r", "r", "r"),
+                 ("Predicted: the built-in target's times x SPEEDUP and rates / SPEEDUP, for the GPU its profile plays; "
+                  "(raw): as measured on the sped-up target.",))

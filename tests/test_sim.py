@@ -691,6 +691,20 @@ def _assert_one_line_exit_2(p):
 
 
 @pytest.mark.integration
+def test_serve_sim_plays_a_profile_by_name_and_says_which():
+    proc, base = start_sim(["--target-profile", "h200-gpt-oss-20b-bf16", "--speedup", "20"])
+    try:
+        c = Client(base)
+        identity = c.request("GET", "/llmload/sim").json()
+        models = c.request("GET", "/v1/models").json()
+        c.close()
+    finally:
+        stop_sim(proc)
+    assert (identity["gpu_profile"], identity["profile"], identity["profile_kind"]) == ("h200", "h200-gpt-oss-20b-bf16", "measured")
+    assert models["data"][0]["id"] == "openai/gpt-oss-20b" and identity["speedup"] == 20.0
+
+
+@pytest.mark.integration
 def test_start_sim_reports_early_exit():
     with pytest.raises(ServerError, match="does not fit on l4"):
         start_sim(["--gpu", "l4", "--model", "openai/gpt-oss-120b"])

@@ -72,6 +72,7 @@ def test_a_rehearsal_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.integration
 def test_calibrate_on_a_rehearsal_exits_2(tmp_path):
     run = _rehearsal(tmp_path)
     done = run_cli("calibrate", f"RESULTS={run}", "PROFILE=h200-gpt-oss-20b-bf16", f"OUT={tmp_path / 'p.json'}")
@@ -79,6 +80,7 @@ def test_calibrate_on_a_rehearsal_exits_2(tmp_path):
     assert "circular" in done.stderr and not (tmp_path / "p.json").exists()
 
 
+@pytest.mark.integration
 def test_calibrate_refits_the_shipped_h200_profile_from_its_folders(tmp_path):
     out = tmp_path / "h200.json"
     done = run_cli("calibrate", "PROFILE=h200-gpt-oss-20b-bf16", "RESULTS=" + " ".join(str(p) for p in H200_RESULTS),

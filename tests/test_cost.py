@@ -3,11 +3,17 @@
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.options import parse_slos, usd_per_gpu_hour
+from llmload.options import usd_per_gpu_hour
 from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of
 from llmload.results.decision import decision_rows
 from llmload.results.records import RequestRecord
-from llmload.results.summary import summarize
+from llmload.results.slo import parse_slos, slos_of
+from llmload.results.summary import summarize as summarize_records
+
+
+def summarize(records, config):
+    """As a run summarizes its records: its SLOs parsed from its config (limits divided by a rehearsal's SPEEDUP)."""
+    return summarize_records(records, config, slos=slos_of(config))
 
 pytestmark = pytest.mark.pure
 

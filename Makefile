@@ -14,7 +14,7 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity calibrate figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -57,7 +57,7 @@ compare: $(VENV)/.installed  ## Markdown: B (tuned) against A (baseline), per wo
 prompts/%.jsonl: $(wildcard templates/*/*) | $(VENV)/.installed
 	$(PY) -m llmload prompts SIZES=$*
 
-serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL, PORT
+serve-sim: $(VENV)/.installed  ## the built-in vLLM-compatible target: GPU, MODEL (or PROFILE), PORT
 	$(PY) -m llmload.sim $(SETTINGS)
 
 serve-vllm-cpu: $(VENV)/.installed  ## a real vLLM (CPU build) serving MODEL=tiny-gptoss|tiny-llama on 127.0.0.1:PORT
@@ -71,6 +71,9 @@ vllm-cpu-models: $(VENV)/.installed  ## the vLLM venv and both tiny models, buil
 
 vllm-bench: $(VENV)/.installed  ## vLLM's own `vllm bench serve $(ARGS)` from the vLLM venv, offline (local tokenizer)
 	$(PY) -m llmload.vllm_cpu bench $(ARGS)
+
+calibrate: $(VENV)/.installed  ## fit a profile to a real server's results: RESULTS="dir|file ...", PROFILE (the one refitted), OUT
+	$(PY) -m llmload calibrate $(SETTINGS)
 
 crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
 	$(PY) -m llmload crosscheck $(SETTINGS)
@@ -98,10 +101,11 @@ test-integration: $(VENV)/.installed prometheus  ## the integration tier: the bu
 test-vllm: $(VENV)/.installed vllm-cpu-models prometheus  ## the vllm tier: the real vLLM (CPU build) serving the tiny models
 	$(PY) -m pytest -q -m vllm
 
-bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed (bench/RESULTS.md)
+bench: $(VENV)/.installed  ## client capacity and timing error, prompt-set speed, the calibration's held-out error (bench/RESULTS.md)
 	$(PY) bench/client_bench.py
 	$(PY) bench/prompts_bench.py
 	$(PY) bench/figures_bench.py
+	$(PY) bench/calibration_bench.py
 
 bench-product: $(VENV)/.installed  ## make load itself against the target's send log: 16, 256, 1,000 streams started together, WORKERS 0-2, beside the bare client (bench/RESULTS.md)
 	$(PY) bench/product_bench.py --bare

@@ -6,6 +6,7 @@
     sweep [KEY=VALUE ...]   every cell of SCENARIO, resumable, into OUT/cells.csv
     capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
     crosscheck [KEY=VALUE ...] vLLM's bench and llmload on one server and workload, side by side
+    calibrate RESULTS="dir ..." PROFILE=name|path [OUT=file]  fit the built-in target's profile to a real server's results
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     monitor [MONITOR_PORT=9090] Prometheus on 127.0.0.1 scraping the suite (METRICS_PORT) and the target (monitoring/)
@@ -22,6 +23,7 @@ every file is written and the result block printed; a second one cuts the stream
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import math
 import os
@@ -106,6 +108,15 @@ def _locust_output_argv(options: LaunchConfig, out: Path) -> list[str]:
     return argv
 
 
+def profile_gpu(profile: str, settings: Sequence[str]) -> str | None:
+    """PROFILE without GPU: the profile's GPU, which labels (and prices) the run instead of GPU's default; else None."""
+    if not profile or any(w.startswith(("GPU=", "--gpu")) for w in settings):
+        return None
+    from llmload.sim.profiles import load_profile
+
+    return load_profile(profile).gpu
+
+
 def _locustfile() -> Path:
     path = Path(__file__).resolve().parents[1] / "locustfile.py"
     if not path.is_file():
@@ -116,6 +127,8 @@ def _locustfile() -> Path:
 def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
     """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
     options = parse_run_args(settings)
+    if (gpu := profile_gpu(options.target_profile, settings)) is not None:
+        options = dataclasses.replace(options, gpu=gpu)
     overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
@@ -201,8 +214,8 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             made = _made_dirs(out)
             progress.start()
         else:
-            if not options.host:  # the built-in target plays one GPU at one SPEEDUP: the form does not offer them
-                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP"
+            if not options.host:  # the built-in target plays one profile at one SPEEDUP: the form does not offer them
+                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP,PROFILE"
             named = Path(options.out) if options.out else None  # else the test names it from the form's values
             argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
@@ -310,6 +323,8 @@ def _capacity(settings: Sequence[str]) -> int:
     if any("=" not in word or word.startswith("-") for word in settings):
         raise ConfigError("capacity takes KEY=VALUE settings only, e.g. SLO='ttft_p90<=2s' EFFORT=high")
     words = dict(word.split("=", 1) for word in settings)
+    if (gpu := profile_gpu(parsed.target_profile, settings)) is not None:
+        parsed.gpu = words["GPU"] = gpu
     own = {o.key for o in opts.CAPACITY_OPTIONS} | set(opts.RUNNER_KEYS)
     step_words = {k: v for k, v in words.items() if k not in own}
     check_capacity_settings(step_words, parsed)
@@ -396,6 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from llmload.crosscheck.runner import run_crosscheck
 
             return run_crosscheck(opts.parse_settings(rest, opts.CROSSCHECK_OPTIONS))
+        if command == "calibrate":
+            from llmload.calibrate.command import run_calibrate
+
+            return run_calibrate(opts.parse_settings(rest, opts.CALIBRATE_OPTIONS), rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":
@@ -415,5 +434,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,report,worker,monitor,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,calibrate,report,worker,monitor,serve-sim} ...", file=sys.stderr)
     return 2

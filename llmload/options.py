@@ -27,7 +27,7 @@ __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS",
     "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "WORKER_OPTIONS", "MONITOR_OPTIONS", "ARRIVALS", "RUNNER_KEYS", "FIXED_IN_WEB_UI_ENV",
     "options_for", "option_by_key", "config_name", "add_suite_options", "settings_to_argv", "parse_settings",
-    "check_range", "check_ranges", "parse_duration_s", "host_port", "help_lines",
+    "check_range", "check_ranges", "parse_duration_s", "host_port", "help_lines", "CALIBRATE_OPTIONS", "usd_per_gpu_hour",
 ]
 
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -35,7 +35,7 @@ ARRIVALS = ("poisson", "constant", "gamma")
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN", "METRICS_HOST",
                "METRICS_PORT", "METRICS_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
 capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
@@ -80,8 +80,16 @@ class Option:
 TABLE: tuple[Option, ...] = (
     Option("HOST", "--host", "host", "", "server root, e.g. http://127.0.0.1:8000; empty starts the built-in target "
            "(a sweep: each cell's GPU and MODEL; crosscheck: required)", locust_flag="--host", commands=(*_RUN_AND_SWEEP, "crosscheck")),
-    Option("GPU", "--gpu", "gpu", "h100", "GPU label; without HOST, the GPU the built-in target plays",
+    Option("GPU", "--gpu", "gpu", "h100", "GPU label; without HOST, the GPU the built-in target plays (its MXFP4 "
+           "profile; PROFILE names another); the label prices the run (PRICE)",
            commands=("load", "ui", "serve-sim")),
+    Option("PROFILE", "--target-profile", "target_profile", "", "the built-in target's timing profile: a shipped name (e.g. "
+           "h200-gpt-oss-20b-bf16) or a profile file; empty: GPU's MXFP4 profile for MODEL; calibrate: the profile "
+           "refitted (its GPU, model, weights and server limits)", commands=("load", "ui", "serve-sim", "calibrate")),
+    Option("PRICE", "--price", "price", "", "USD per GPU-hour for the run's cost, a number above 0 (empty: the built-in "
+           "on-demand list price of GPU, a dated default)"),
+    Option("GPUS", "--gpus", "gpus", 1, "GPUs per server, for the cost (a server with tensor parallelism 2: GPUS=2)",
+           minimum=1),
     Option("MODEL", "--model", "model", "", "model to request; empty takes the one the server serves (the built-in "
            "target: gpt-oss-20b; make serve-vllm-cpu: tiny-gptoss); VERIFY: the model named in /tokenize",
            commands=("load", "ui", "prompts", "serve-sim", "vllm-cpu", "crosscheck")),
@@ -106,7 +114,8 @@ TABLE: tuple[Option, ...] = (
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
            "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts); "
-           "crosscheck: its folder (default results/crosscheck-<model>)", commands=("load", "ui", "sweep", "prompts", "crosscheck")),
+           "crosscheck: its folder (default results/crosscheck-<model>); calibrate: the profile file written (default "
+           "profiles/<PROFILE's name>.json)", commands=("load", "ui", "sweep", "prompts", "crosscheck", "calibrate")),
     Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent", minimum=0,
            commands=_RUN_AND_CROSSCHECK),
     Option("EXTRA_BODY", "--extra-body", "extra_body", "", "JSON object merged into every request body"),
@@ -214,6 +223,9 @@ TABLE: tuple[Option, ...] = (
            above=0),
     Option("CAPACITY_STEPS", "--capacity-steps", "capacity_steps", 12, "the search's budget: at most this many steps (each a "
            "run of DURATION, or less when it surely fails)", commands=("capacity",), minimum=1),
+    Option("RESULTS", "--results", "results", "", "calibrate: results folders of runs against a real server (a run, a "
+           "sweep or a capacity OUT), vLLM bench --save-result JSON files, or measurement tables (cells JSON), "
+           "space-separated", commands=("calibrate",)),
     Option("CAPACITY_PRECISION", "--capacity-precision", "capacity_precision", 0.1, "stop once the largest passing and the "
            "smallest failing step are within this fraction of the answer", commands=("capacity",), minimum=0),
 )
@@ -234,6 +246,7 @@ CAPACITY_OPTIONS = options_for("capacity")
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
 CROSSCHECK_OPTIONS = options_for("crosscheck")
+CALIBRATE_OPTIONS = options_for("calibrate")
 WORKER_OPTIONS = options_for("worker")
 MONITOR_OPTIONS = options_for("monitor")
 
@@ -365,6 +378,20 @@ def parse_duration_s(text: str) -> float:
         raise ConfigError(f"DURATION={text!r} is not a time span; use e.g. 120s, 2m or 1h30m")
     hours, minutes, seconds = match.groups()
     return int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(seconds or 0)
+
+
+def usd_per_gpu_hour(text: str) -> float | None:
+    """PRICE as a number of USD per GPU-hour; None when empty (the GPU's built-in list price applies)."""
+    if not str(text).strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"PRICE={text!r} is not a positive number of USD per GPU-hour; give e.g. PRICE=2.49, "
+                          "or leave it out for the GPU's built-in list price")
+    return value
 
 
 def host_port(text: str, key: str) -> tuple[str, int]:

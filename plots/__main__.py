@@ -19,6 +19,7 @@ USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare 
 def _figures(dirs: list[str]) -> int:
     from llmload.results.storage import CAPACITY_FILE
     from plots.capacity import load_capacity
+    from plots.decision import decision_table, predicted_table
     from plots.figures import capacity_figure, draw_all
     from plots.html import table_html, write_report
     from plots.results import load_results
@@ -32,6 +33,14 @@ def _figures(dirs: list[str]) -> int:
     if (first.path / CAPACITY_FILE).exists():  # a `make capacity` folder: its figure too
         figures.append(capacity_figure(load_capacity(first.path), out))
     comparisons = []
+    decision = decision_table(results)
+    if decision is not None:
+        comparisons.append(("The GPU decision: capacity at the SLO, output tokens/s and cost per million tokens there",
+                            table_html(decision)))
+        print(decision.to_markdown())
+    predicted = predicted_table(results)
+    if predicted is not None:
+        comparisons.append(("Rehearsals: figures predicted for the GPU each played", table_html(predicted)))
     for other in results[1:]:  # a later folder measuring the first one's workloads: its comparison table too
         pairs = match_cells(first.cells, other.cells)[0]
         if pairs:

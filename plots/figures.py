@@ -351,6 +351,8 @@ fig6_gpu_requests_per_s = _vs_gpu("fig6_gpu_requests_per_s", "Fig. 6: requests p
                                   Metric("rps", "requests_ok"))
 fig7_gpu_tpot = _vs_gpu("fig7_gpu_tpot", "Fig. 7: median time per output token, GPU vs GPU", "median TPOT (ms/token)",
                         Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="tpot"))
+cost_vs_users = _vs_gpu("cost_vs_users", "Cost per million output tokens, GPU vs GPU", "USD per million output tokens",
+                       Metric("cost.usd_per_million_output_tokens", "requests_ok"))
 fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: output throughput, GPU vs GPU", "output throughput (tok/s)",
                                      Metric("output_throughput_tok_s", "requests_ok"))
 
@@ -559,7 +561,7 @@ def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> Fi
 STUDY_FIGURES = (fig1_response_time, fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens,
                  fig5_gpu_response_time, fig6_gpu_requests_per_s, fig7_gpu_tpot, fig8_gpu_output_throughput)
 BEYOND_FIGURES = (ttft_vs_users, ttfvt_vs_users, tpot_vs_users, throughput_vs_latency, server_timeline, kv_cache_timeline,
-                  reasoning_share, answered_share)
+                  reasoning_share, answered_share, cost_vs_users)
 
 
 _work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None

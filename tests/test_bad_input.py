@@ -87,6 +87,23 @@ CASES = {
                                                                           f"OUT={out}"], "METRICS_LOGIN"),
     "capacity METRICS_HOST off loopback": (lambda t, out: ["capacity", "SLO=ttft_p90<=2s", "METRICS_PORT=9400",
                                                            "METRICS_HOST=10.0.0.5", f"OUT={out}"], "METRICS_LOGIN"),
+    "PRICE=abc": (lambda t, out: ["load", "PRICE=abc", f"OUT={out}"], "PRICE='abc' is not a positive number"),
+    "PRICE=0": (lambda t, out: ["load", "PRICE=0", f"OUT={out}"], "PRICE='0' is not a positive number"),
+    "PRICE=-2 with HOST": (lambda t, out: ["load", "PRICE=-2", "HOST=http://127.0.0.1:1", f"OUT={out}"], "PRICE="),  # refused before any call
+    "GPUS=0": (lambda t, out: ["load", "GPUS=0", f"OUT={out}"], "GPUS=0"),
+    "PROFILE missing": (lambda t, out: ["load", f"PROFILE={t}/nope.json", f"OUT={out}"], "cannot be read"),
+    "PROFILE no such name": (lambda t, out: ["load", "PROFILE=b200-gpt-oss-20b", f"OUT={out}"], "no such shipped profile"),
+    "PROFILE without a field": (lambda t, out: ["load", f"PROFILE={_profile_without(t, 'token_s')}", "GPU=h100", f"OUT={out}"],
+                                "step.token_s is missing"),
+    "PROFILE of another model": (lambda t, out: ["load", "PROFILE=h200-gpt-oss-20b-bf16", "MODEL=gpt-oss-120b", f"OUT={out}"],
+                                 "plays gpt-oss-20b"),
+    "serve-sim PROFILE without a field": (lambda t, out: ["serve-sim", f"PROFILE={_profile_without(t, 'overhead_s')}"],
+                                          "step.overhead_s is missing"),
+    "calibrate without PROFILE": (lambda t, out: ["calibrate", f"RESULTS={REPO}/measurements/h200-2026-12-04/suite-u256"],
+                                  "PROFILE is missing"),
+    "calibrate without RESULTS": (lambda t, out: ["calibrate", "PROFILE=h200-gpt-oss-20b-bf16"], "RESULTS is missing"),
+    "calibrate on a folder that is no results": (lambda t, out: ["calibrate", f"RESULTS={t}", "PROFILE=h200-gpt-oss-20b-bf16"],
+                                                 "not a results folder"),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {
@@ -104,6 +121,12 @@ NO_ANSWER_CASES = {
 # The whole contract end to end, as a process: one line on stderr, exit code 2, no traceback, no OUT folder.
 AS_A_PROCESS = {**{name: CASES[name] for name in ("USERS=-3", "OUT not writable", "report on a newer suite's summary")},
                 **NO_ANSWER_CASES}
+
+
+def _profile_without(tmp_path, step_field):
+    data = orjson.loads((REPO / "llmload" / "data" / "profiles" / "h100-gpt-oss-20b.json").read_bytes())
+    del data["step"][step_field]
+    return _file(tmp_path, "profile.json", orjson.dumps(data).decode())
 
 
 def _assert_refused(done, word: str, out) -> None:

@@ -111,6 +111,10 @@ def test_the_search_finds_the_known_crossing_of_a_target_whose_gap_grows_per_seq
         assert any(s["stopped_early"] for s in steps if not s["passed"])  # failures end before DURATION
         assert all((out / "cells" / s["key"] / "cell.json").exists() for s in steps)
         assert "Capacity: USERS=" in done.stdout and f"Figure: {out / 'capacity.png'}" in done.stdout
+        at = result["at_capacity"]  # what the capacity delivers and costs, priced at the GPU label's default
+        assert at["load"] == result["max_users"] and at["output_throughput_tok_s"] > 0
+        assert at["cost"]["usd_per_million_output_tokens"] > 0 and at["cost"]["usd_per_gpu_hour"] == 11.06
+        assert "At that load (predicted for h100 (built-in target" in done.stdout and "per million output tokens" in done.stdout
         plot = load_capacity(out)  # the figure's data: every step's TPOT median against its users, the limit, the answer
         (panel,) = plot.panels
         assert panel.limit_ms == 41.5 and [p.load for p in panel.lines[WHOLE_RUN]] == sorted(s["load"] for s in steps)

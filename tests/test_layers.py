@@ -13,7 +13,7 @@ PACKAGES = ("llmload", "plots")
 LAYERS = (
     ("llmload.errors", "llmload.files", "llmload.options", "llmload.processes", "llmload.control_http", "llmload.credentials"),
     ("llmload.promptsets", "llmload.results"),
-    ("llmload.sim", "llmload.vllm_cpu"),
+    ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate"),
     ("llmload.client",),
     ("llmload.loadtest",),
     ("llmload.sweep", "llmload.crosscheck"),

@@ -27,3 +27,13 @@ def test_rows_in_milliseconds_and_failures_left_out():
     assert rows["output tokens"]["mean"] == pytest.approx(2.0) and rows["prompt tokens"]["max"] == 100
     live.clear()
     assert all(row["count"] == 0 for row in live.rows())
+
+
+def test_a_rehearsal_adds_rows_predicted_for_the_gpu_it_plays():
+    live = LiveStats()
+    live.played = ("predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)", 20.0)
+    live.add(_record(0.010, [0.001, 0.001], 3))
+    rows = {row["metric"]: row for row in live.rows()}
+    predicted = "TTFT (ms) predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)"
+    assert rows[predicted]["mean"] == pytest.approx(20 * rows["TTFT (ms)"]["mean"], rel=0.01)  # the raw row stays
+    assert any(name.startswith("output tokens/s predicted for h200") for name in rows)

@@ -53,6 +53,31 @@ def test_medians_match_the_targets_fixed_timing(sim_fixed, tmp_path, client):
     assert "Serving Benchmark Result" in done.stdout and "Median TTFT (ms)" in done.stdout
 
 
+def _decode_step_ms(gpu: str, model: str, sequences: int) -> float:
+    """One decode step of the GPU's profile for a few hundred tokens of context each."""
+    from llmload.sim import lookup_profile
+    from llmload.sim.stepmodel import step_time_s
+
+    return step_time_s(lookup_profile(gpu, model).step, sequences, 300 * sequences, 0.0) * 1000
+
+
+@pytest.mark.integration
+def test_a_rehearsal_reports_its_figures_predicted_for_the_profiles_gpu(tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", "PROFILE=h200-gpt-oss-20b-bf16", "SPEEDUP=20", "USERS=4", "REQUESTS=16", "PROMPTS=random:256:64",
+                   "EFFORT=none", "PRICE=3.5", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["gpu"] == "h200"  # no GPU given: the profile's
+    predicted = summary["predicted"]
+    label = "predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)"
+    assert predicted["label"] == label and predicted["speedup"] == 20.0
+    assert predicted["rps"] == pytest.approx(summary["rps"] / 20)  # the raw sped-up figures stay beside them
+    assert predicted["tpot_ms"]["median"] == pytest.approx(summary["tpot_ms"]["median"] * 20)
+    assert summary["cost"]["basis"] == label and summary["cost"]["usd_per_gpu_hour"] == 3.5
+    assert f"timings  {label}" in done.stdout and "Predicted for h200" in done.stdout and f"Figures {label}" in done.stdout
+
+
 @pytest.mark.integration
 def test_without_host_the_built_in_target_plays_the_gpu(tmp_path):
     out = tmp_path / "run"
@@ -61,8 +86,9 @@ def test_without_host_the_built_in_target_plays_the_gpu(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["model"] == "openai/gpt-oss-120b" and summary["config"]["gpu"] == "a100"
     assert summary["requests_ok"] >= 2
-    # The A100 profile's ITL at two running sequences is about 10.9 ms.
-    assert 9.0 < summary["itl_ms"]["median"] < 14.0
+    # The A100 profile's ITL at two running sequences: one decode step of two (about 10.4 ms).
+    step_ms = _decode_step_ms("a100", "gpt-oss-120b", 2)
+    assert 0.85 * step_ms < summary["itl_ms"]["median"] < 1.35 * step_ms
 
 
 @pytest.mark.integration
@@ -113,7 +139,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("settings,message", [
     (["EFFORT=ultra"], "EFFORT"),
     (["USERS=0"], "USERS"),
-    (["GPUS=8"], "unknown setting GPUS"),
+    (["GPU_COUNT=8"], "unknown setting GPU_COUNT"),
     (["DURATION=soon"], "DURATION"),
     (["EXTRA_BODY={oops"], "EXTRA_BODY"),
     (["PROMPTS=/nonexistent.jsonl"], "PROMPTS"),
@@ -181,5 +207,6 @@ def test_speedup_runs_the_built_in_target_faster(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["duration_s"] < 6  # 20 s of load, 10 times faster, plus the streams' drain
-    assert 1.5 < summary["itl_ms"]["median"] < 5.0  # L4's ~31 ms at two sequences, divided by 10
+    step_ms = _decode_step_ms("l4", "gpt-oss-20b", 2)  # L4's decode step of two (about 46 ms), divided by 10
+    assert 0.85 * step_ms / 10 < summary["itl_ms"]["median"] < 1.35 * step_ms / 10
     assert summary["config"]["speedup"] == 10.0

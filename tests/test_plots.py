@@ -189,6 +189,11 @@ def test_cli_figures_and_report(sweeps):
     assert html.count("<svg") == len(list(figs.glob("*.svg"))) >= 9 and "plots-h100" in html and "python -m llmload.sim --model {MODEL}" in html
     assert "<script" not in html and "<link" not in html and 'src="http' not in html and "@import" not in html
     assert "plots-a100" in html and "against plots-h100" in html
+    # results spanning GPUs: the decision table per GPU x model, rehearsed rows marked predictions, and cost vs users
+    assert (figs / "cost_vs_users.svg").exists() and "The GPU decision" in html
+    assert "h100 (predicted)" in html and "a100 (predicted)" in html and "USD per million output tokens" in html
+    assert "Rehearsals: figures predicted for the GPU each played" in html and "predicted for a100 (profile a100-gpt-oss-120b, measured; SPEEDUP 4x scaled back)" in html
+    assert "| a100 (predicted) | gpt-oss-120b |" in done.stdout  # make figures prints the decision table too
 
 
 @pytest.mark.integration

@@ -184,7 +184,7 @@ BAD = [  # (file text, what the one line must say after "<file>: ")
     ("defaults: {USERS: 2}\ngrid:\n  USERS: [1, 2]\n", "grid.USERS: USERS is also set in defaults; give a setting in one place"),
     ("grid:\n  MODEL: [a]\n  GPU+MODEL: [[h100, b]]\n", "grid.GPU+MODEL: MODEL is already a grid axis"),
     ("grid:\n  GPU+MODEL: [[h100]]\n", "grid.GPU+MODEL[0]: ['h100'] is not a list of 2 values (GPU, MODEL)"),
-    ("defaults: {GPUS: 8}\ncells: [{}]\n", "defaults.GPUS: unknown setting 'GPUS'; known settings: GPU, MODEL,"),
+    ("defaults: {GPU_COUNT: 8}\ncells: [{}]\n", "defaults.GPU_COUNT: unknown setting 'GPU_COUNT'; known settings: GPU, PROFILE,"),
     ("cells:\n  - {HOST: 'http://x:8000'}\n", "cells[0].HOST: HOST is given to the sweep"),
     ("grid:\n  USERS: [1, 0]\n", "grid.USERS[1]: USERS=0 is out of range: it must be a finite number at least 1"),
     ("defaults: {DURATION: soon}\ngrid: {USERS: [1]}\n", "defaults.DURATION: DURATION='soon' is not a time span"),

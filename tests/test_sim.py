@@ -23,6 +23,7 @@ from llmload.promptsets.tokens import harmony_encoding, harmony_text, prompt_tok
 from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
 from llmload.sim.engine import DONE, Engine, plan_output
 from llmload.sim.profiles import sample_lengths
+from llmload.sim.stepmodel import Frontend, prefill_pairs, step_time_s
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "openai/gpt-oss-20b"
@@ -63,39 +64,50 @@ def _run(engine: Engine, prompts: list[int], max_tokens: int = 20) -> list[Recor
     return recs
 
 
+def _instant_frontend(profile=None):
+    """The profile with an API server that costs nothing: token times are the engine's step ends."""
+    return dataclasses.replace(profile or lookup_profile("h100", "gpt-oss-20b"), frontend=Frontend(0.0, 0.0, 0.0))
+
+
 @pytest.mark.pure
 def test_ttft_grows_with_prompt_tokens():
-    prof = lookup_profile("h100", "gpt-oss-20b")
-    small = _run(_engine()[0], [1000])[0].times[0]
-    big = _run(_engine()[0], [20000])[0].times[0]
-    assert small == pytest.approx(1000 / prof.prefill_tok_s + prof.ttft_base_s)
-    assert big == pytest.approx(20000 / prof.prefill_tok_s + prof.ttft_base_s)
+    prof = _instant_frontend()
+    small = _run(_engine(prof)[0], [1000])[0].times[0]
+    big = _run(_engine(prof)[0], [20000])[0].times[0]
+    assert small == pytest.approx(step_time_s(prof.step, 1000, 0, prefill_pairs(0, 1000)))
+    budget = prof.engine.max_num_batched_tokens  # 20000 tokens: chunks of the step budget, one step each
+    chunks = [(done, min(budget, 20000 - done)) for done in range(0, 20000, budget)]
+    assert len(chunks) == 3
+    assert big == pytest.approx(sum(step_time_s(prof.step, c, 0, prefill_pairs(done, c)) for done, c in chunks))
     assert big > small
 
 
 @pytest.mark.pure
-def test_prefill_is_one_fifo_server():
-    prof = lookup_profile("h100", "gpt-oss-20b")
-    a, b = _run(_engine()[0], [5500, 11000])
-    assert a.times[0] == pytest.approx(0.1 + prof.ttft_base_s)
-    assert b.times[0] == pytest.approx(0.3 + prof.ttft_base_s)  # waits for a's prefill
+def test_prompts_share_the_step_budget_first_come_first_served():
+    prof = _instant_frontend()
+    a, b = _run(_engine(prof)[0], [5500, 11000])
+    first_step = step_time_s(prof.step, prof.engine.max_num_batched_tokens, 0, prefill_pairs(0, 5500) + prefill_pairs(0, 2692))
+    assert a.times[0] == pytest.approx(first_step)  # a whole, then b's first chunk fills the step
+    assert b.times[0] > a.times[0]  # b's rest waits for the next step, beside a's first decode
 
 
 @pytest.mark.pure
 def test_queueing_behind_max_num_seqs():
-    prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=2)
+    prof = _instant_frontend()
+    prof = dataclasses.replace(prof, engine=dataclasses.replace(prof.engine, max_num_seqs=2))
     a, b, c = _run(_engine(prof)[0], [100, 100, 100])
-    # c is admitted only when the first slot frees, then pays its own prefill.
-    assert c.times[0] - min(a.times[-1], b.times[-1]) == pytest.approx(
-        100 / prof.prefill_tok_s + prof.ttft_base_s)
+    # c is admitted only when a slot frees (a and b end in the same step), then pays its own prefill.
+    assert c.times[0] - max(a.times[-1], b.times[-1]) == pytest.approx(step_time_s(prof.step, 100, 0, prefill_pairs(0, 100)))
 
 
 @pytest.mark.pure
 def test_kv_capacity_limits_admission():
-    prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), kv_capacity_tokens=1500)
+    prof = _instant_frontend()
+    prof = dataclasses.replace(prof, engine=dataclasses.replace(prof.engine, kv_capacity_tokens=1500))
     eng, _ = _engine(prof)
     eng.submit(1000, max_tokens=5, ignore_eos=True, now_s=0.0)
     eng.submit(1000, max_tokens=5, ignore_eos=True, now_s=0.0)
+    eng.advance(0.0)  # the first step: room for one prompt's KV
     assert (eng.running, eng.waiting) == (1, 1)
     eng.advance(math.inf)
     assert (eng.running, eng.waiting, eng.kv_used_tokens) == (0, 0, 0)
@@ -103,14 +115,15 @@ def test_kv_capacity_limits_admission():
 
 @pytest.mark.pure
 def test_itl_grows_with_running_count():
-    prof = lookup_profile("h100", "gpt-oss-20b")
-    alone = _run(_engine()[0], [100])[0].times
+    prof = _instant_frontend()
+    alone = _run(_engine(prof)[0], [100])[0].times
     gaps = [b - a for a, b in zip(alone, alone[1:])]
-    assert gaps == pytest.approx([prof.itl_base_s + prof.itl_per_seq_s] * 19)
-    crowd = _run(_engine()[0], [100] * 10)
-    # The first of ten, early on: all ten are running.
-    assert crowd[0].times[1] - crowd[0].times[0] == pytest.approx(
-        prof.itl_base_s + 10 * prof.itl_per_seq_s)
+    # each gap is one decode step of one sequence attending its prompt and what it generated so far
+    assert gaps == pytest.approx([step_time_s(prof.step, 1, 100 + i, 0) for i in range(19)])
+    crowd = _run(_engine(prof)[0], [100] * 10)
+    # The first of ten, early on: all ten are decoding.
+    assert crowd[0].times[2] - crowd[0].times[1] == pytest.approx(step_time_s(prof.step, 10, 10 * 101, 0))
+    assert crowd[0].times[2] - crowd[0].times[1] > gaps[1]
 
 
 @pytest.mark.pure
@@ -141,9 +154,10 @@ def test_itl_per_seq_grows_a_fixed_gap_by_a_set_amount_per_running_sequence():
     assert [b - a for a, b in zip(alone.times, alone.times[1:])] == pytest.approx([0.005] * 4)
     crowd = _run(_engine(fixed_ttft_s=0.0, fixed_itl_s=0.002, itl_per_seq_s=0.003)[0], [10] * 8, max_tokens=5)
     assert crowd[0].times[1] - crowd[0].times[0] == pytest.approx(0.002 + 8 * 0.003)
-    profile = lookup_profile("h100", "gpt-oss-20b")
-    own_slope = _run(_engine(itl_per_seq_s=0.01)[0], [100], max_tokens=3)[0]
-    assert own_slope.times[2] - own_slope.times[1] == pytest.approx(profile.itl_base_s + 0.01)
+    profile = _instant_frontend()
+    modelled = _run(_engine(profile)[0], [100], max_tokens=3)[0]
+    own_slope = _run(_engine(profile, itl_per_seq_s=0.01)[0], [100], max_tokens=3)[0]
+    assert (own_slope.times[2] - own_slope.times[1]) - (modelled.times[2] - modelled.times[1]) == pytest.approx(0.01)
 
 
 @pytest.mark.pure
@@ -169,13 +183,17 @@ def test_lateness_does_not_accumulate():
 
 @pytest.mark.pure
 def test_cancel_frees_slot_and_metrics():
-    prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=1)
+    prof = _instant_frontend()
+    prof = dataclasses.replace(prof, engine=dataclasses.replace(prof.engine, max_num_seqs=1))
     eng, _ = _engine(prof)
     a = eng.submit(100, max_tokens=50, ignore_eos=True, now_s=0.0)
     b = eng.submit(100, max_tokens=50, ignore_eos=True, now_s=0.0)
+    eng.advance(0.0)
     assert eng.waiting == 1
     eng.cancel(a)
     eng.cancel(a)  # idempotent
+    assert (eng.running, eng.waiting) == (0, 1)
+    eng.advance(eng.next_due_s())  # the step in flight ends; the next takes b into the freed slot
     assert (eng.running, eng.waiting) == (1, 0)
     eng.advance(math.inf)
     assert b.state == DONE and b.generated == 50
@@ -218,7 +236,8 @@ def test_fault_injection_deterministic():
 def test_profile_lookup():
     p = lookup_profile("H100", "openai/gpt-oss-120b")
     assert p == lookup_profile("h100", "gpt-oss-120b")
-    assert (p.served_model, p.max_num_seqs, p.kv_capacity_tokens) == ("openai/gpt-oss-120b", 1024, 109504)
+    assert (p.served_model, p.engine.max_num_seqs, p.engine.max_num_batched_tokens) == ("openai/gpt-oss-120b", 1024, 8192)
+    assert (p.kind, p.weights) == ("extrapolated", "mxfp4")
     with pytest.raises(ProfileError, match="does not fit on l4"):
         lookup_profile("l4", "gpt-oss-120b")
     with pytest.raises(ProfileError, match="a100, h100, h200, l4"):
@@ -682,6 +701,20 @@ def _assert_one_line_exit_2(p):
     assert p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in p.stderr
+
+
+@pytest.mark.integration
+def test_serve_sim_plays_a_profile_by_name_and_says_which():
+    proc, base = start_sim(["--target-profile", "h200-gpt-oss-20b-bf16", "--speedup", "20"])
+    try:
+        c = Client(base)
+        identity = c.request("GET", "/llmload/sim").json()
+        models = c.request("GET", "/v1/models").json()
+        c.close()
+    finally:
+        stop_sim(proc)
+    assert (identity["gpu_profile"], identity["profile"], identity["profile_kind"]) == ("h200", "h200-gpt-oss-20b-bf16", "measured")
+    assert models["data"][0]["id"] == "openai/gpt-oss-20b" and identity["speedup"] == 20.0
 
 
 @pytest.mark.integration

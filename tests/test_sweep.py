@@ -39,6 +39,9 @@ def test_a_small_grid_end_to_end(tmp_path):
     for row in table:
         assert int(row["requests_ok"]) > 0 and float(row["rps"]) > 0 and float(row["response_time_ms_median"]) > 0
         assert row["served_by_version"] == "0.32.0-sim" and float(row["server_running_max"]) >= 1
+        # the cost, priced at the rates predicted for the played GPU, with its interval's columns
+        assert float(row["cost_usd_per_million_output_tokens"]) > 0 and row["cost_basis"].startswith("predicted for ")
+        assert "cost_usd_per_million_output_tokens_ci95_lo" in row and "predicted_rps" in row
         cell = out / "cells" / row["key"]
         for name in ("samples.jsonl", "summary.json", "config.json", "locust_stats.csv", "locust.html",
                      "server_metrics.jsonl", "cell.json", "load.log"):

@@ -56,6 +56,18 @@ SUMMARY_FIELDS[2] = {
     "ServerVsClient": SUMMARY_FIELDS[1]["ServerVsClient"] + " causes client_lag_p99_ms e2e_allowance_ms tokens_per_event "
                                                            "tokens_per_burst",
 }
+SUMMARY_FIELDS[3] = {
+    **SUMMARY_FIELDS[2],
+    "Summary": SUMMARY_FIELDS[2]["Summary"] + " predicted cost",
+    "Predicted": "label gpu profile profile_kind speedup duration_s rps rps_ci95 output_throughput_tok_s "
+                 "output_throughput_tok_s_ci95 total_throughput_tok_s total_throughput_tok_s_ci95 goodput_rps "
+                 "goodput_rps_ci95 response_time_ms ttft_ms ttfvt_ms tpot_ms itl_ms",
+    "Times": "mean median median_ci95 p90 p90_ci95 p99 p99_ci95",
+    "Cost": "usd_per_gpu_hour price_source gpus usd_per_server_hour basis usd_per_million_output_tokens "
+            "usd_per_million_output_tokens_ci95 usd_per_million_total_tokens usd_per_million_total_tokens_ci95 "
+            "usd_per_thousand_requests usd_per_thousand_requests_ci95 usd_per_million_goodput_tokens "
+            "usd_per_million_goodput_tokens_ci95",
+}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

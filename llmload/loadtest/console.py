@@ -14,6 +14,7 @@ from typing import Any, Callable, TextIO
 
 from llmload.loadtest.runconfig import RunConfig
 from llmload.results.provenance import is_rehearsal, rehearsal_text
+from llmload.results.predicted import predicted_label
 
 __all__ = ["banner_lines", "override_notes", "progress_line", "format_s", "Progress"]
 
@@ -64,6 +65,8 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         f"  model    {model}",
         f"  results  {results}",
     ]
+    if is_rehearsal(served_by):
+        lines.append(f"  timings  {predicted_label(served_by)}: times x SPEEDUP, rates / SPEEDUP, raw figures beside them")
     lines += [f"  note     {n}" for n in override_notes(options, overrides)]
     return lines
 

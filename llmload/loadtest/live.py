@@ -95,6 +95,8 @@ class LiveStats:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.run_dir = ""
+        self.played: tuple[str, float] | None = None
+        """A rehearsal: (``predicted for <gpu> (...)``, SPEEDUP): its rows again, scaled to the GPU it plays."""
         self.clear()
 
     def clear(self) -> None:
@@ -174,6 +176,11 @@ class LiveStats:
         elapsed_s = max(self.clock() - self.started_unix_s, 1e-9)
         output, reasoning = self.output_tokens.total, self.reasoning_tokens.total
         rows.append(_row("output tokens/s (mean so far)", self.output_tokens.count, output / elapsed_s))
+        if self.played is not None:
+            label, speedup = self.played
+            for name, values in (("TTFT (ms)", self.ttft_s), ("TPOT (ms)", self.tpot_s), ("ITL (ms)", self.itl_s)):
+                rows.append(values.row(f"{name} {label}", 1000.0 * speedup))
+            rows.append(_row(f"output tokens/s {label}", self.output_tokens.count, output / elapsed_s / speedup))
         rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
         rows.append(_row("reasoning share of output (%)", self.reasoning_tokens.count,
                          100.0 * reasoning / output if output else None))

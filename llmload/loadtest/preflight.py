@@ -127,6 +127,7 @@ def served_by(info: ServerInfo, model: str) -> dict[str, Any]:
         sim = info.simulator
         return {"name": str(sim.get("served_by", "llmload.sim")), "rehearsal": True, "version": sim.get("version"),
                 "model": model, "gpu_profile": sim.get("gpu_profile"), "speedup": float(sim.get("speedup") or 1.0),
+                "profile": sim.get("profile"), "profile_kind": sim.get("profile_kind"),
                 "host": info.base_url}
     return {"name": "server", "rehearsal": False, "version": info.version, "model": model, "host": info.base_url}
 

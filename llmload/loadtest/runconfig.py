@@ -17,7 +17,7 @@ import orjson
 
 from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
-from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings
+from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings, usd_per_gpu_hour
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
 
@@ -41,6 +41,9 @@ class RunConfig:
 
     host: str
     gpu: str
+    target_profile: str
+    price: str
+    gpus: int
     model: str
     effort: str
     num_users: int
@@ -170,6 +173,7 @@ def _check(config: LaunchConfig) -> None:
         raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
     host_port(config.master_bind, "MASTER_BIND")
     parse_extra_body(config.extra_body)
+    usd_per_gpu_hour(config.price)
     effort_shares(config.effort)
     parse_slos(config.slo)
     _check_open_loop(config)

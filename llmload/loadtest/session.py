@@ -45,6 +45,7 @@ from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
 from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
+from llmload.results.predicted import predicted_label
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.run_metrics import RunMetrics
 from llmload.results.slo import Slo, slos_of
@@ -233,6 +234,9 @@ class RunOwner(RunSession):
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:
             self.live.run_dir = str(self.run_dir)
+            served = self.config["served_by"]
+            if served.get("rehearsal"):
+                self.live.played = (predicted_label(served), float(served.get("speedup") or 1.0))
         self.collector: MasterCollector | None = None
         if isinstance(runner, MasterRunner):
             self.collector = MasterCollector(runner, self.add, config.warmup_requests, config.requests, end_test,

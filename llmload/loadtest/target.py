@@ -17,15 +17,15 @@ def target(options: RunConfig) -> Iterator[str]:
     if options.host:
         yield options.host.rstrip("/")
         return
-    from llmload.sim import ProfileError, lookup_profile, start_sim, stop_sim
-    from llmload.sim.profiles import DEFAULT_MODEL
+    from llmload.sim import ProfileError, choose_profile, start_sim, stop_sim
 
-    model = options.model or DEFAULT_MODEL
+    chosen = options.target_profile
     try:
-        lookup_profile(options.gpu, model)
+        profile = choose_profile(chosen, options.gpu, options.model)
     except ProfileError as e:
         raise ConfigError(f"{e}; or point HOST= at a real server") from None
-    process, url = start_sim(["--gpu", options.gpu, "--model", model, "--speedup", f"{options.speedup:g}"])
+    plays = ["--target-profile", profile.path] if chosen else ["--gpu", options.gpu, "--model", profile.model]
+    process, url = start_sim([*plays, "--speedup", f"{options.speedup:g}"])
     try:
         yield url
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from llmload.results.cost import Cost
 from llmload.results.generator import GeneratorCheck, LagMs, ProcessCheck, limit_warning
 from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_by_of, served_by_text
 from llmload.results.reconcile import ServerVsClient
@@ -190,6 +191,7 @@ def format_result(summary: Summary) -> str:
             lines.append(f"Limits divided by SPEEDUP {speedup:g}: the target runs {speedup:g}x faster than the GPU it plays")
         if summary.stopped_early:
             lines.append(f"Ended before DURATION: {summary.stopped_early}")
+    lines += _predicted_rows(summary) + _cost_rows(summary.cost)
     for effort, part in summary.by_effort.items():
         lines += _effort_part(effort, part, summary.requests_ok)
     lines += _server_account(summary.server_vs_client)
@@ -204,6 +206,41 @@ def format_result(summary: Summary) -> str:
         lines.append(warning)
     lines += [f"warning: {text}" for text in summary.warnings]
     return "\n".join(lines)
+
+
+def _predicted_rows(summary: Summary) -> list[str]:
+    """A rehearsal: its figures for the GPU it played, the raw sped-up ones beside them."""
+    p = summary.predicted
+    if p is None:
+        return []
+    raw = f"raw (SPEEDUP {p.speedup:g}x)"
+    rows = [_rule(f"Predicted for {p.gpu}"), f"Figures {p.label}", f"{'':<40}{'predicted':<10} [95% interval] {raw}"]
+    pairs = ((p, summary, "rps", "Request throughput (req/s):"),
+             (p, summary, "output_throughput_tok_s", "Output token throughput (tok/s):"))
+    for played, measured, name, label in pairs:
+        rows.append(_with_ci(label, played, name) + f"  {raw}: {_number(getattr(measured, name))}")
+    for name, title in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("response_time_ms", "E2EL")):
+        played, measured = getattr(p, name), getattr(summary, name)
+        for stat in ("median", "p90"):
+            rows.append(_with_ci(f"{stat.capitalize()} {title} (ms):", played, stat) + f"  {raw}: {_number(getattr(measured, stat))}")
+    return rows
+
+
+def _cost_rows(cost: Cost | None) -> list[str]:
+    """USD per million tokens and per thousand requests, with intervals, and where the price came from."""
+    if cost is None:
+        return []
+    if cost.usd_per_gpu_hour is None:
+        return [_rule("Cost"), f"No cost: {cost.price_source}"]
+    rows = [_rule("Cost"), _row("USD per GPU-hour x GPUs:", f"{cost.usd_per_gpu_hour:g} x {cost.gpus}"),
+            f"Price: {cost.price_source}", f"Priced at the rates {cost.basis}"]
+    for name, label in (("usd_per_million_output_tokens", "USD per million output tokens:"),
+                        ("usd_per_million_total_tokens", "USD per million total tokens:"),
+                        ("usd_per_thousand_requests", "USD per thousand requests:"),
+                        ("usd_per_million_goodput_tokens", "USD per million goodput tokens:")):
+        if getattr(cost, name) is not None:
+            rows.append(_with_ci(label, cost, name))
+    return rows
 
 
 def _lag(lag: LagMs) -> str:

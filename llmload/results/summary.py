@@ -13,6 +13,8 @@ file lacks taking its default or None, and names a newer one in one line):
        a version-1 file may lack them.
     2  2026-12-04: delivery, warnings and server_vs_client's causes added; no TPOT for answers sent in one
        event (`llmload report` computes a version-1 summary again from samples.jsonl).
+    3  2026-12-04: cost (USD per million tokens and per thousand requests at PRICE, with intervals) and, for a
+       rehearsal, predicted (its figures for the GPU it played: times x SPEEDUP, rates / SPEEDUP).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -30,10 +32,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
+from llmload.results.cost import Cost, goodput_tokens_per_s, run_cost
 from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
+from llmload.results.predicted import Predicted, predict_played
 from llmload.results.generator import GeneratorCheck
 from llmload.results.reconcile import ServerVsClient, reconcile
+from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
 from llmload.results.slo import SLO_METRICS, Slo, SloResult, check_slo, is_good
@@ -41,7 +46,7 @@ from llmload.results.slo import SLO_METRICS, Slo, SloResult, check_slo, is_good
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,10 @@ class Summary(Measures):
     """How the server delivered its tokens: tokens per token-bearing event, answers that came in one event."""
     warnings: list[str] = field(default_factory=list)
     """What the figures above cannot show, one sentence each (TPOT and ITL of answers sent in one event)."""
+    predicted: Predicted | None = None
+    """A rehearsal's figures for the GPU it played (times x SPEEDUP, rates / SPEEDUP); None for a real server."""
+    cost: Cost | None = None
+    """USD per million tokens and per thousand requests at PRICE (or the GPU's default list price), with intervals."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -344,8 +353,13 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
-    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
-                   slo_met=slo_met, arrivals=arrival_stats(measured), config=dict(config or {}), generator=generator,
+    config = dict(config or {})
+    served_by = served_by_of(config)
+    predicted = predict_played(whole, served_by)
+    cost = run_cost(config, whole, predicted.label if predicted else "measured", rehearsal_speedup(served_by),
+                    goodput_tokens_per_s(measured, span_s, slos))
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, predicted=predicted, cost=cost,
+                   slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)
                                      if len(server_window) >= 2 else None),

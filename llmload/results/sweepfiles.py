@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import orjson
 
 from llmload.errors import ResultsError
+from llmload.results.decision import CapacityPoint
 from llmload.results.decode import check_schema_version, decode
 from llmload.results.server_metrics import MetricsSummary
 from llmload.results.slo import SloResult
@@ -89,6 +90,8 @@ class CapacityResult:
     max_users_ci95: list[int | None] | None = None
     max_rate: float | None = None
     max_rate_ci95: list[float | None] | None = None
+    at_capacity: CapacityPoint | None = None
+    """The run at the capacity found: its rates (predicted for the GPU in a rehearsal) and its cost."""
     schema_version: int = CAPACITY_SCHEMA_VERSION
 
     @property

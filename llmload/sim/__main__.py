@@ -19,7 +19,7 @@ from llmload.promptsets.tokens import harmony_encoding
 from .chunks import FAULTS
 from .engine import Engine
 from .loop import new_event_loop
-from .profiles import DEFAULT_MODEL, lookup_profile
+from .profiles import choose_profile
 from .sendlog import SendLog
 from .server import SimApp
 
@@ -63,6 +63,13 @@ def _validate(args: argparse.Namespace) -> None:
         raise _UsageError(f"--fault must be one of {', '.join(FAULTS)} or http-<4xx/5xx code>; got {args.fault!r}")
 
 
+def _timings(engine: Engine, args: argparse.Namespace) -> dict[str, str | None]:
+    """Where the target's timings come from: its profile, or fixed times that replace it."""
+    if args.fixed_ttft_ms is not None and args.fixed_itl_ms is not None:
+        return {"profile": None, "profile_kind": "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS)"}
+    return {"profile": engine.profile.name, "profile_kind": engine.profile.kind}
+
+
 async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:
     """Bind, announce READY, run until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
@@ -70,7 +77,7 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
     app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""),
                  fault=args.fault, fault_rate=args.fault_rate, seed=args.seed,
-                 identity={"gpu_profile": args.gpu.strip().lower(), "speedup": args.speedup,
+                 identity={"gpu_profile": engine.profile.gpu, **_timings(engine, args), "speedup": args.speedup,
                            "fixed_ttft_ms": args.fixed_ttft_ms, "fixed_itl_ms": args.fixed_itl_ms})
     try:
         server = await loop.create_server(app.protocol, args.host, args.port, backlog=4096)
@@ -101,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     send_log = None
     try:
         args = _parser().parse_args(settings_to_argv(sys.argv[1:] if argv is None else argv, SIM_OPTIONS))
-        args.model = args.model or DEFAULT_MODEL
         _validate(args)
-        profile = lookup_profile(args.gpu, args.model)
+        profile = choose_profile(args.target_profile, args.gpu, args.model)
         s_per_ms = 1e-3
         engine = Engine(
             profile, seed=args.seed, speedup=args.speedup,

@@ -1,48 +1,67 @@
-"""Performance profiles of gpt-oss on vLLM per GPU, and the output-length model."""
+"""The built-in target's profiles (one GPU x model x weights each, in JSON files), and its output-length model.
+
+A profile holds the step-time model's parameters (stepmodel.py), the API server's costs and the server's limits,
+with where they came from: ``measured`` (fitted by ``llmload calibrate`` to a real server's results) or
+``extrapolated`` (scaled from a measured one by published hardware figures). The shipped ones are in
+llmload/data/profiles/; PROFILE takes one's name or any file's path. A GPU label alone (GPU=h100) plays the
+label's MXFP4 profile for the model (the released gpt-oss weights).
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 from llmload.errors import ProfileError
 from llmload.results.efforts import REASONING_EFFORTS as EFFORTS
 from llmload.results.provenance import bare_model_name
 
+from .stepmodel import EngineLimits, Frontend, StepTimes
 
-@dataclass(frozen=True)
-class Profile:
-    """Timing and capacity of one (gpu, model) pairing; durations in seconds."""
+__all__ = ["Profile", "PROFILE_SCHEMA_VERSION", "PROFILES_DIR", "GPUS", "MODELS", "KINDS", "DEFAULT_MODEL",
+           "MODEL_PREFIX", "lookup_profile", "choose_profile", "load_profile", "profile_from_dict", "profile_to_dict", "shipped_profiles",
+           "normalize_effort", "sample_lengths"]
 
-    ttft_base_s: float  # fixed per-request overhead added after prefill
-    prefill_tok_s: float  # prompt tokens per second through the single prefill server
-    itl_base_s: float  # inter-token latency with an empty batch
-    itl_per_seq_s: float  # extra inter-token latency per running sequence
-    max_num_seqs: int  # vLLM --max-num-seqs: concurrently running sequences
-    kv_capacity_tokens: int  # tokens the KV cache holds across all running sequences
-    served_model: str  # the id /v1/models reports and requests must name
-
-
+PROFILE_SCHEMA_VERSION = 1
+PROFILES_DIR = Path(__file__).resolve().parents[1] / "data" / "profiles"
 MODEL_PREFIX = "openai/"
 GPUS = ("a100", "h100", "h200", "l4")
 GPU_MEMORY_GB = {"a100": 80, "h100": 80, "h200": 141, "l4": 24}
 MODELS = ("gpt-oss-20b", "gpt-oss-120b")
+KINDS = ("measured", "extrapolated")
+WEIGHTS = ("mxfp4", "bf16", "bf16-dummy")
+"""The released MXFP4 experts; BF16; BF16 of random values (vLLM --load-format dummy: routing unlike a trained model's)."""
 DEFAULT_MODEL = MODELS[0]
 """What the built-in target serves when MODEL is empty."""
 
-# Values derived from vendor specs (memory size/bandwidth, FLOPs) scaled from a
-# published A100 gpt-oss serving report; they are rehearsal estimates, not measurements.
-_TABLE: dict[tuple[str, str], tuple[float, float, float, float, int, int]] = {
-    ("a100", "gpt-oss-120b"): (0.040, 12000, 0.0103, 0.00031, 256, 109504),
-    ("a100", "gpt-oss-20b"): (0.030, 18000, 0.0070, 0.00020, 256, 1200000),
-    ("h100", "gpt-oss-120b"): (0.025, 36000, 0.0063, 0.00015, 1024, 109504),
-    ("h100", "gpt-oss-20b"): (0.018, 55000, 0.0040, 0.00010, 1024, 1200000),
-    ("h200", "gpt-oss-120b"): (0.022, 38000, 0.0045, 0.00013, 1024, 840000),
-    ("h200", "gpt-oss-20b"): (0.016, 58000, 0.0029, 0.00009, 1024, 2400000),
-    ("l4", "gpt-oss-20b"): (0.060, 7000, 0.028, 0.0015, 256, 175000),
-    # l4 / gpt-oss-120b is absent on purpose: ~65 GB of MXFP4 weights do not fit in 24 GB.
-}
+
+@dataclass(frozen=True)
+class Profile:
+    """Timing and capacity of one GPU x model x weights, and their source."""
+
+    name: str
+    gpu: str
+    model: str
+    """Bare: gpt-oss-20b."""
+    weights: str
+    kind: str
+    source: str
+    engine: EngineLimits
+    step: StepTimes
+    frontend: Frontend
+    path: str = field(default="", compare=False)
+    """The file it was read from."""
+    fit: dict[str, Any] = field(default_factory=dict, compare=False)
+    """How it was made (calibrate's cells and errors, or the extrapolation's ratios), kept as written."""
+
+    @property
+    def served_model(self) -> str:
+        """The id /v1/models reports and requests must name."""
+        return MODEL_PREFIX + self.model
 
 
 def _short_model(model: str) -> str:
@@ -50,27 +69,128 @@ def _short_model(model: str) -> str:
     return bare_model_name(model.strip().lower())
 
 
+def shipped_profiles() -> list[str]:
+    """Names of the profiles that ship with the suite."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.json"))
+
+
 def lookup_profile(gpu: str, model: str) -> Profile:
-    """Return the profile for (gpu, model); raise ProfileError listing valid choices."""
+    """The MXFP4 profile a GPU label plays for ``model``; ProfileError listing valid choices."""
     g = gpu.strip().lower()
     m = _short_model(model)
     if g not in GPUS:
-        raise ProfileError(f"unknown GPU {gpu!r}; valid GPUs: {', '.join(GPUS)}")
+        raise ProfileError(f"unknown GPU {gpu!r}; valid GPUs: {', '.join(GPUS)} (or give PROFILE=name|path)")
     if m not in MODELS:
-        raise ProfileError(
-            f"unknown model {model!r}; valid models: {', '.join(MODELS)} "
-            f"(with or without the {MODEL_PREFIX!r} prefix)"
-        )
-    row = _TABLE.get((g, m))
-    if row is None:
-        fits = sorted(k[0] for k in _TABLE if k[1] == m)
-        here = sorted(k[1] for k in _TABLE if k[0] == g)
-        raise ProfileError(
-            f"{m} does not fit on {g} ({GPU_MEMORY_GB[g]} GB); on {g} use {', '.join(here)}, "
-            f"or run {m} on {', '.join(fits)}"
-        )
-    ttft, prefill, itl, per_seq, seqs, kv = row
-    return Profile(ttft, float(prefill), itl, per_seq, seqs, kv, MODEL_PREFIX + m)
+        raise ProfileError(f"unknown model {model!r}; valid models: {', '.join(MODELS)} "
+                           f"(with or without the {MODEL_PREFIX!r} prefix)")
+    path = PROFILES_DIR / f"{g}-{m}.json"
+    if not path.exists():
+        fits = sorted(p.stem.split("-", 1)[0] for p in PROFILES_DIR.glob(f"*-{m}.json"))
+        here = sorted(p.stem.split("-", 1)[1] for p in PROFILES_DIR.glob(f"{g}-gpt-oss-*.json") if p.stem.count("-") == 3)
+        raise ProfileError(f"{m} does not fit on {g} ({GPU_MEMORY_GB[g]} GB); on {g} use {', '.join(here)}, "
+                           f"or run {m} on {', '.join(sorted(set(fits)))}")
+    return load_profile(str(path))
+
+
+def choose_profile(name_or_path: str, gpu: str, model: str) -> Profile:
+    """PROFILE when given (MODEL, if given, must be its model), else GPU's MXFP4 profile for MODEL."""
+    if not name_or_path:
+        return lookup_profile(gpu, model or DEFAULT_MODEL)
+    profile = load_profile(name_or_path)
+    if model and _short_model(model) != profile.model:
+        raise ProfileError(f"MODEL={model} but PROFILE={name_or_path} plays {profile.model}; leave MODEL out or give "
+                          f"a profile of {bare_model_name(model)}")
+    return profile
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a profile file by path; ProfileError (one line naming the field) if it is bad."""
+    text = name_or_path.strip()
+    path = Path(text)
+    if not (text.endswith(".json") or "/" in text):
+        path = PROFILES_DIR / f"{text}.json"
+        if not path.exists():
+            raise ProfileError(f"PROFILE={text}: no such shipped profile; give one of {', '.join(shipped_profiles())} "
+                               "or a profile file's path")
+    where = f"PROFILE={text}"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ProfileError(f"{where}: cannot be read ({e.strerror or e}); give a profile file or a shipped name") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProfileError(f"{where}: not valid JSON ({e})") from None
+    return profile_from_dict(data, where, str(path))
+
+
+_KIND_WORDS = {int: "a whole number", float: "a number", str: "a string", dict: "a JSON object"}
+
+
+def _field(data: Any, key: str, where: str, kind: type | tuple[type, ...], prefix: str = "") -> Any:
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: {prefix.rstrip('.') or 'the file'} must be a JSON object")
+    if key not in data:
+        raise ProfileError(f"{where}: {prefix}{key} is missing")
+    value = data[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ProfileError(f"{where}: {prefix}{key} must be {_KIND_WORDS.get(kind, 'another value')}, got {value!r}")
+    return value
+
+
+def _number(data: Any, key: str, where: str, prefix: str, whole: bool = False, positive: bool = True) -> Any:
+    value = _field(data, key, where, int if whole else float, prefix)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ProfileError(f"{where}: {prefix}{key} must be a {'positive' if positive else 'non-negative'} "
+                           f"{'whole ' if whole else ''}number, got {value!r}")
+    return value
+
+
+def _choice(data: Any, key: str, where: str, choices: tuple[str, ...]) -> str:
+    value = _field(data, key, where, str)
+    if value not in choices:
+        raise ProfileError(f"{where}: {key} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def profile_from_dict(data: Any, where: str, path: str = "") -> Profile:
+    """Validate a profile's JSON; ProfileError naming the first bad field."""
+    version = _field(data, "schema_version", where, int)
+    if version != PROFILE_SCHEMA_VERSION:
+        raise ProfileError(f"{where}: schema_version {version} is not {PROFILE_SCHEMA_VERSION}, the one this suite reads")
+    engine, step, front = (_field(data, key, where, dict) for key in ("engine", "step", "frontend"))
+    limits = EngineLimits(*(_number(engine, k, where, "engine.", whole=True)
+                            for k in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")))
+    if limits.max_num_batched_tokens < limits.max_num_seqs:
+        raise ProfileError(f"{where}: engine.max_num_batched_tokens ({limits.max_num_batched_tokens}) must be at least "
+                           f"engine.max_num_seqs ({limits.max_num_seqs}), as vLLM requires")
+    times = StepTimes(
+        overhead_s=_number(step, "overhead_s", where, "step.", positive=False),
+        expert_weights_s=_number(step, "expert_weights_s", where, "step.", positive=False),
+        expert_saturation_tokens=_number(step, "expert_saturation_tokens", where, "step."),
+        token_s=_number(step, "token_s", where, "step.", positive=False),
+        context_token_s=_number(step, "context_token_s", where, "step.", positive=False),
+        attention_pair_s=_number(step, "attention_pair_s", where, "step.", positive=False),
+        experts=_number(step, "experts", where, "step.", whole=True),
+        experts_per_token=_number(step, "experts_per_token", where, "step.", whole=True))
+    if times.experts_per_token > times.experts:
+        raise ProfileError(f"{where}: step.experts_per_token ({times.experts_per_token}) exceeds step.experts ({times.experts})")
+    frontend = Frontend(_number(front, "latency_s", where, "frontend.", positive=False),
+                        _number(front, "request_s", where, "frontend.", positive=False),
+                        _number(front, "output_token_s", where, "frontend.", positive=False))
+    model = _short_model(_field(data, "model", where, str))
+    fit = data.get("fit", {})
+    return Profile(name=_field(data, "name", where, str), gpu=_field(data, "gpu", where, str).strip().lower(), model=model,
+                   weights=_choice(data, "weights", where, WEIGHTS), kind=_choice(data, "kind", where, KINDS),
+                   source=_field(data, "source", where, str), engine=limits, step=times, frontend=frontend, path=path,
+                   fit=fit if isinstance(fit, dict) else {})
+
+
+def profile_to_dict(p: Profile) -> dict[str, Any]:
+    """A profile as its file holds it."""
+    return {"schema_version": PROFILE_SCHEMA_VERSION, "name": p.name, "gpu": p.gpu, "model": p.model, "weights": p.weights,
+            "kind": p.kind, "source": p.source, "engine": asdict(p.engine), "step": asdict(p.step),
+            "frontend": asdict(p.frontend), "fit": p.fit}
 
 
 # Mean reasoning tokens per effort; gpt-oss defaults to medium when no effort is given.

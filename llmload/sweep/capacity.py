@@ -23,6 +23,7 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder
+from llmload.results.decision import CapacityPoint, capacity_point
 from llmload.results.provenance import rehearsal_speedup
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
 from llmload.results.summary import Summary
@@ -139,18 +140,36 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     best, interval = answer(steps, whole)
     name = "max_users" if whole else "max_rate"
     number = int if whole else float  # whole users read as 13, not 13.0
+    at = next((s for s in steps if best is not None and s.load == best), None)
+    point = capacity_point(read_summary(out / "cells" / at.key), number(best)) if at is not None and best is not None else None
     document = {
         "schema_version": CAPACITY_SCHEMA_VERSION, "by": by, name: None if best is None else number(best),
         f"{name}_ci95": [None if b is None else number(b) for b in interval],
         "stopped_because": stopped_because, "slo": base.get("SLO", ""), "settings": base,
         "steps": [{**asdict(s), "load": number(s.load)} for s in steps],
+        "at_capacity": None if point is None else asdict(point),
     }
     write_atomic(out / CAPACITY_FILE, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     shown = "none" if best is None else _format_load(best, whole)
     bounds = ", ".join("n/a" if b is None else _format_load(b, whole) for b in interval)
     progress(f"Capacity: {searched}={shown} meets SLO {base.get('SLO')} (95% interval [{bounds}]); "
              f"stopped because {stopped_because}; {out / CAPACITY_FILE}")
+    if point is not None:
+        progress(capacity_cost_line(point))
     return 0
+
+
+def capacity_cost_line(point: CapacityPoint) -> str:
+    """What the capacity found delivers and costs, with intervals."""
+    def interval(ci: list[float] | None) -> str:
+        return f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
+    cost = point.cost or {}
+    usd = cost.get("usd_per_million_output_tokens")
+    priced = (f"USD {usd:.4g}{interval(cost.get('usd_per_million_output_tokens_ci95'))} per million output tokens at "
+              f"{cost.get('usd_per_gpu_hour'):g} USD per GPU-hour x {cost.get('gpus')}") if usd is not None else \
+        f"no cost ({cost.get('price_source', 'no price')})"
+    return (f"At that load ({point.basis}): {point.output_throughput_tok_s:.4g}"
+            f"{interval(point.output_throughput_tok_s_ci95)} output tokens/s; {priced}")
 
 
 def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:

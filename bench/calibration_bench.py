@@ -1,0 +1,94 @@
+"""The calibration's error on measured cells it was not fitted to (bench/RESULTS.md, "Calibration").
+
+    nice -n 19 .venv/bin/python bench/calibration_bench.py > /tmp/calibration.md
+
+For the H200 (gpt-oss-20b shape, bf16 dummy weights, vLLM 0.25) and the A100 (gpt-oss-120b, vLLM 0.11) measurements:
+
+  repeats    the H200's second runs of concurrency 16 (suite and vLLM bench), predicted by a fit to the rest
+  tuned      the A100's tuned runs (--max-num-batched-tokens 4096 or 8192, --async-scheduling), predicted by the fit
+             to the baseline runs (the model has no async scheduling: it predicts them as synchronous)
+  leave-one-out  each operating point (concurrency x lengths) predicted by a fit to the others: the model carried to
+             a load it never saw (the H200 has three operating points: 1, 16 and 256 users)
+
+Errors are (predicted - measured) / measured of request throughput, TTFT and TPOT: the client's medians where the
+client saw them, the server's own means where the answers came in one burst (the H200 suite's folders).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from llmload.calibrate.cells import Cell, read_cells  # noqa: E402
+from llmload.calibrate.fit import Model, fit, held_out_predictions, predict, relative_error  # noqa: E402
+from llmload.calibrate.hardware import PRIOR_FRONTEND, prior_step  # noqa: E402
+from llmload.sim.profiles import load_profile  # noqa: E402
+
+H200 = ROOT / "measurements" / "h200-2026-12-04"
+A100 = ROOT / "measurements" / "a100-gpt-oss-120b-000-report.json"
+METRICS = {"rps": "req/s", "ttft_median_ms": "TTFT median", "server_ttft_mean_ms": "TTFT mean (server)",
+           "tpot_median_ms": "TPOT median", "server_itl_mean_ms": "ITL mean (server)"}
+
+
+def _start(name: str) -> Model:
+    base = load_profile(name)
+    return Model(base.engine, prior_step(base.gpu, base.model, base.weights), PRIOR_FRONTEND)
+
+
+def _rows(what: str, cells: list[Cell], predicted: dict[str, dict[str, float]]) -> list[str]:
+    rows = []
+    for cell in cells:
+        if cell.name not in predicted:
+            continue
+        errors = [f"{METRICS[m]} {relative_error(predicted[cell.name][m], v) * 100:+.1f}%" for m, v in cell.observed.items()
+                  if m in METRICS]
+        rows.append(f"| {what} | {cell.name} | {'; '.join(errors)} |")
+    return rows
+
+
+def _summary(label: str, cells: list[Cell], predicted: dict[str, dict[str, float]]) -> str:
+    errors = [abs(relative_error(predicted[c.name][m], v)) for c in cells if c.name in predicted
+              for m, v in c.observed.items() if m in METRICS]
+    within = sum(e <= 0.15 for e in errors)
+    return f"| {label} | {len(errors)} | {within} | {sorted(errors)[len(errors) // 2] * 100:.1f}% | {max(errors) * 100:.1f}% |"
+
+
+def main() -> int:
+    started = time.monotonic()
+    h200_paths = [H200 / "suite-c16-run1", H200 / "suite-c16-run2", H200 / "suite-u256", H200 / "vllm-bench" / "c1.json",
+                  H200 / "vllm-bench" / "c16-run1.json", H200 / "vllm-bench" / "c16-run2.json"]
+    h200 = read_cells([str(p) for p in h200_paths])
+    a100 = read_cells([str(A100)])
+    h200_start, a100_start = _start("h200-gpt-oss-20b-bf16"), _start("a100-gpt-oss-120b")
+
+    repeats = [c for c in h200 if c.name.endswith("run2")]
+    rest = fit(h200_start, [c for c in h200 if c not in repeats])
+    repeat_predictions = {c.name: predict(rest, c) for c in repeats}
+    baseline = fit(a100_start, a100)  # fits the baseline cells only (the tuned ones are marked not fitted)
+    tuned = [c for c in a100 if not c.fitted]
+    tuned_predictions = {c.name: predict(baseline, c) for c in tuned}
+    h200_loo = held_out_predictions(h200_start, h200)
+    a100_loo = held_out_predictions(a100_start, a100)
+
+    print("| protocol | figures | within 15% | median error | worst |")
+    print("|---|---:|---:|---:|---:|")
+    print(_summary("H200, repeats held out (c16 run 2 of the suite and of vLLM bench)", repeats, repeat_predictions))
+    print(_summary("A100, tuned runs held out (fit: baseline; async scheduling not modelled)", tuned, tuned_predictions))
+    print(_summary("H200, leave one operating point out", h200, h200_loo))
+    print(_summary("A100, leave one operating point out (baseline)", a100, a100_loo))
+    print()
+    print("| protocol | cell | error of each figure |")
+    print("|---|---|---|")
+    for line in (_rows("H200 repeats", repeats, repeat_predictions) + _rows("A100 tuned", tuned, tuned_predictions)
+                 + _rows("H200 leave-one-out", h200, h200_loo) + _rows("A100 leave-one-out", a100, a100_loo)):
+        print(line)
+    print(f"\n({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

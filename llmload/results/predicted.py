@@ -1,0 +1,100 @@
+"""A rehearsal's figures as the GPU it played would show them: the built-in target ran SPEEDUP times faster, so its
+times are multiplied by SPEEDUP and its rates divided by it. Pure; the raw sped-up figures stay where they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmload.results.provenance import is_rehearsal
+
+__all__ = ["Times", "Predicted", "predicted_label", "scaled_distribution", "scaled_interval", "predict_played"]
+
+
+@dataclass(frozen=True)
+class Times:
+    """A latency's statistics scaled to the played GPU (ms), each median and percentile with its 95% interval."""
+
+    mean: float | None
+    median: float | None
+    median_ci95: list[float] | None
+    p90: float | None
+    p90_ci95: list[float] | None
+    p99: float | None
+    p99_ci95: list[float] | None
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A rehearsal's figures for the GPU it played (times x SPEEDUP, rates / SPEEDUP)."""
+
+    label: str
+    """``predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)``."""
+    gpu: str
+    profile: str | None
+    profile_kind: str | None
+    """measured (fitted to a real server) or extrapolated (scaled from one by hardware figures)."""
+    speedup: float
+    duration_s: float
+    rps: float
+    rps_ci95: list[float] | None
+    output_throughput_tok_s: float
+    output_throughput_tok_s_ci95: list[float] | None
+    total_throughput_tok_s: float
+    total_throughput_tok_s_ci95: list[float] | None
+    goodput_rps: float | None
+    goodput_rps_ci95: list[float] | None
+    response_time_ms: Times
+    ttft_ms: Times
+    ttfvt_ms: Times
+    tpot_ms: Times
+    itl_ms: Times
+
+
+def predicted_label(served_by: dict[str, Any]) -> str:
+    """``predicted for <gpu> (...)``: what a rehearsal's scaled figures stand for."""
+    profile = served_by.get("profile")
+    kind = served_by.get("profile_kind")
+    detail = f"profile {profile}, {kind}" if profile and kind else f"profile {profile}" if profile else \
+        f"built-in target, {kind}" if kind else "built-in target"
+    speedup = float(served_by.get("speedup") or 1.0)
+    scaled = f"; SPEEDUP {speedup:g}x scaled back" if speedup != 1.0 else ""
+    return f"predicted for {served_by.get('gpu_profile') or '?'} ({detail}{scaled})"
+
+
+def scaled_interval(ci: list[float] | None, factor: float) -> list[float] | None:
+    return None if ci is None else [ci[0] * factor, ci[1] * factor]
+
+
+def scaled_distribution(d: Any, factor: float) -> Times:
+    """A summary Distribution's times (and intervals) multiplied by ``factor``."""
+    def times(name: str) -> float | None:
+        value = getattr(d, name)
+        return None if value is None else value * factor
+
+    return Times(mean=times("mean"), median=times("median"), median_ci95=scaled_interval(d.median_ci95, factor),
+                 p90=times("p90"), p90_ci95=scaled_interval(d.p90_ci95, factor), p99=times("p99"),
+                 p99_ci95=scaled_interval(d.p99_ci95, factor))
+
+
+def predict_played(measures: Any, served_by: dict[str, Any] | None) -> Predicted | None:
+    """The figures of ``measures`` for the GPU a rehearsal played; None for a real server's run."""
+    if not is_rehearsal(served_by):
+        return None
+    assert served_by is not None
+    n = float(served_by.get("speedup") or 1.0)
+    rate = 1.0 / n
+    return Predicted(
+        label=predicted_label(served_by), gpu=str(served_by.get("gpu_profile") or "?"), profile=served_by.get("profile"),
+        profile_kind=served_by.get("profile_kind"), speedup=n, duration_s=measures.duration_s * n,
+        rps=measures.rps * rate, rps_ci95=scaled_interval(measures.rps_ci95, rate),
+        output_throughput_tok_s=measures.output_throughput_tok_s * rate,
+        output_throughput_tok_s_ci95=scaled_interval(measures.output_throughput_tok_s_ci95, rate),
+        total_throughput_tok_s=measures.total_throughput_tok_s * rate,
+        total_throughput_tok_s_ci95=scaled_interval(measures.total_throughput_tok_s_ci95, rate),
+        goodput_rps=None if measures.goodput_rps is None else measures.goodput_rps * rate,
+        goodput_rps_ci95=scaled_interval(measures.goodput_rps_ci95, rate),
+        response_time_ms=scaled_distribution(measures.response_time_ms, n), ttft_ms=scaled_distribution(measures.ttft_ms, n),
+        ttfvt_ms=scaled_distribution(measures.ttfvt_ms, n), tpot_ms=scaled_distribution(measures.tpot_ms, n),
+        itl_ms=scaled_distribution(measures.itl_ms, n))

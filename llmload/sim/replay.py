@@ -1,0 +1,129 @@
+"""A closed-loop load played through the step scheduler on virtual time: what each request would have seen.
+
+``users`` clients each send a request, wait for its last token, and send the next at once (``users`` equal to the
+number of requests: all sent at the start, as ``vllm bench serve`` with no --max-concurrency does). Requests pass
+the API server (``Frontend``: one process, first come first served) on the way in and every step's tokens pass it
+on the way out. Runs of decode-only steps are taken at once, so a replay costs about one unit of work per
+admission, prefill chunk and finish, not per token. Used by ``llmload calibrate`` and the tests; no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Sequence
+
+from .scheduler import StepScheduler, Work
+from .stepmodel import EngineLimits, Frontend, StepTimes
+
+__all__ = ["RequestTiming", "replay_closed_loop"]
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One replayed request: times in seconds from the start of the load."""
+
+    sent_s: float
+    engine_arrival_s: float
+    """After the API server's request work: vLLM's arrival for its own TTFT."""
+    first_engine_s: float
+    """The step that sampled its first token ended."""
+    first_delivered_s: float
+    last_engine_s: float
+    last_delivered_s: float
+    output_tokens: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_delivered_s - self.sent_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.last_delivered_s - self.sent_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+
+    @property
+    def server_ttft_s(self) -> float:
+        """vLLM's time_to_first_token: from its arrival to the first token's output leaving the engine's queue."""
+        return self.first_delivered_s - self.engine_arrival_s
+
+
+class _Request:
+    __slots__ = ("index", "sent_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
+
+    def __init__(self, index: int, sent_s: float, arrival_s: float, prompt: int, output: int) -> None:
+        self.index, self.sent_s, self.arrival_s = index, sent_s, arrival_s
+        self.first_engine_s = self.first_delivered_s = 0.0
+        self.work = Work(self, prompt, output)
+
+
+def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Frontend, users: int,
+                       prompt_tokens: Sequence[int], output_tokens: Sequence[int]) -> list[RequestTiming]:
+    """Play len(prompt_tokens) requests from ``users`` closed-loop clients; their timings in send order."""
+    total = len(prompt_tokens)
+    sched = StepScheduler(limits, times)
+    arrivals: list[tuple[float, int, _Request]] = []  # (engine arrival, index, request): through the API server
+    results: dict[int, RequestTiming] = {}
+    state = {"frontend_free_s": 0.0, "next": 0}
+
+    def send(at_s: float) -> None:
+        index = state["next"]
+        if index >= total:
+            return
+        state["next"] = index + 1
+        arrival = max(at_s + frontend.latency_s, state["frontend_free_s"]) + frontend.request_s
+        state["frontend_free_s"] = arrival
+        request = _Request(index, at_s, arrival, prompt_tokens[index], output_tokens[index])
+        heapq.heappush(arrivals, (arrival, index, request))
+
+    def deliver(end_s: float, outputs: int) -> float:
+        out = max(end_s, state["frontend_free_s"]) + outputs * frontend.output_token_s
+        state["frontend_free_s"] = out
+        return out
+
+    for _ in range(min(users, total)):
+        send(0.0)
+    now = 0.0
+    while len(results) < total:
+        while arrivals and arrivals[0][0] <= now:
+            sched.add(heapq.heappop(arrivals)[2].work)
+        if sched.idle:
+            now = arrivals[0][0]
+            continue
+        skip = sched.pure_decode_steps()
+        if skip > 1 and arrivals:
+            skip = min(skip, sched.decode_steps_within(arrivals[0][0] - now))
+        if skip > 1:
+            decoders = len(sched.decoding)
+            first_end = now + sched.decode_step_s(0)
+            span = sched.decode_steps_s(skip)
+            free = state["frontend_free_s"]
+            # The API server's queue after ``skip`` steps of ``decoders`` tokens each: its worst backlog is at
+            # the first step or the last (step times only grow), so the closed form is exact.
+            work = decoders * frontend.output_token_s
+            state["frontend_free_s"] = max(free + skip * work, first_end + skip * work, now + span + work)
+            sched.skip(skip)
+            now += span
+            continue
+        duration = sched.plan()
+        if duration is None:  # waiting for room that only a later arrival's step can free: wait for it
+            now = arrivals[0][0]
+            continue
+        decoders = len(sched.decoding)
+        end = now + duration
+        sampled, done = sched.finish()
+        delivered = deliver(end, decoders + len(sampled))
+        for w in sampled:
+            request = w.owner
+            if w.gen == 1:
+                request.first_engine_s, request.first_delivered_s = end, delivered
+        for w in done:
+            request = w.owner
+            results[request.index] = RequestTiming(request.sent_s, request.arrival_s, request.first_engine_s,
+                                                   request.first_delivered_s, end, delivered, w.total_tokens)
+            send(delivered)
+        now = end
+    return [results[i] for i in range(total)]

@@ -1,0 +1,137 @@
+"""The step-time model played live: the step scheduler's steps on the event loop's clock, tokens through the API server.
+
+A request first waits ``frontend.latency_s`` and costs the API server ``frontend.request_s`` (then the engine sees it); the engine runs step after
+step while it has work (scheduler.py); when a step ends, every sequence it advanced has a token, and the API
+server, one process serving everything in turn, sends them after ``frontend.output_token_s`` each. All durations
+are divided by SPEEDUP.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable
+
+from .profiles import Profile
+from .scheduler import WAITING as WORK_WAITING
+from .scheduler import StepScheduler, Work
+from .sequence import CANCELLED, Sequence
+
+__all__ = ["SteppedTiming"]
+
+
+class SteppedTiming:
+    """vLLM's engine steps and API server, live."""
+
+    def __init__(self, profile: Profile, scale: float, emit: Callable[[Sequence, float], None],
+                 per_seq_s: float | None) -> None:
+        self.profile = profile
+        self._scale = scale
+        self._emit = emit
+        self._latency_s = profile.frontend.latency_s * scale
+        self._request_s = profile.frontend.request_s * scale
+        self._output_token_s = profile.frontend.output_token_s * scale
+        self.sched = StepScheduler(profile.engine, profile.step, per_seq_s or 0.0)
+        self._arrivals: deque[tuple[float, Work]] = deque()  # past the API server, not yet seen by the engine
+        self._deliveries: deque[list] = deque()  # [due_s, sequences, next index]: tokens the API server sends
+        self._frontend_free_s = -math.inf
+        self._step_end_s: float | None = None
+        self._kick = False  # a held sequence was released while the engine idled: step at the next look
+
+    # ---- engine views ------------------------------------------------------------------------
+    @property
+    def running(self) -> int:
+        return len(self.sched.running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self.sched.waiting) + len(self._arrivals)
+
+    @property
+    def kv_used_tokens(self) -> int:
+        return self.sched.kv_used
+
+    @property
+    def preemptions(self) -> int:
+        return self.sched.preemptions
+
+    def next_due_s(self) -> float | None:
+        idle = self._step_end_s is None
+        due = [t for t in (self._step_end_s, self._deliveries[0][0] if self._deliveries else None,
+                           self._arrivals[0][0] if self._arrivals and idle else None, 0.0 if self._kick and idle else None)
+               if t is not None]
+        return min(due) if due else None
+
+    # ---- requests ------------------------------------------------------------------------------
+    def add(self, seq: Sequence, now_s: float) -> None:
+        arrival = max(now_s + self._latency_s, self._frontend_free_s) + self._request_s
+        self._frontend_free_s = arrival
+        seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens)
+        seq.admitted(now_s)
+        self._arrivals.append((arrival, seq.work))
+
+    def cancel(self, seq: Sequence, now_s: float) -> None:
+        work = seq.work
+        if work.state == WORK_WAITING and any(w is work for _, w in self._arrivals):
+            self._arrivals = deque((t, w) for t, w in self._arrivals if w is not work)
+        else:
+            self.sched.cancel(work)
+
+    def pause(self, seq: Sequence) -> None:
+        self.sched.hold(seq.work)
+
+    def resume(self, seq: Sequence) -> None:
+        self.sched.release(seq.work)
+        self._kick = self._step_end_s is None
+
+    # ---- time ----------------------------------------------------------------------------------
+    def advance(self, now_s: float, budget: int | None) -> int:
+        """Run every step end and send every token due at or before now_s (at most budget tokens)."""
+        emitted = 0
+        while budget is None or emitted < budget:
+            if self._step_end_s is None and self._kick:
+                self._kick = False
+                self._start_step(now_s)
+            if self._step_end_s is None and self._arrivals and self._arrivals[0][0] <= now_s:
+                self._start_step(self._arrivals[0][0])
+            delivery = self._deliveries[0][0] if self._deliveries else math.inf
+            step_end = math.inf if self._step_end_s is None else self._step_end_s
+            if min(delivery, step_end) > now_s or delivery == step_end == math.inf:
+                break
+            if step_end <= delivery:
+                self._end_step(step_end)
+            else:
+                emitted += self._deliver(None if budget is None else budget - emitted)
+        return emitted
+
+    def _start_step(self, start_s: float) -> None:
+        """Let in what the API server passed on by ``start_s`` and plan the next step (none: the engine idles)."""
+        while self._arrivals and self._arrivals[0][0] <= start_s:
+            self.sched.add(self._arrivals.popleft()[1])
+        duration = self.sched.plan()
+        self._step_end_s = None if duration is None else start_s + duration * self._scale
+
+    def _end_step(self, end_s: float) -> None:
+        """The step's tokens go to the API server's queue; the next step starts at once."""
+        advanced = [w.owner for w in self.sched.decoding]
+        sampled, _ = self.sched.finish()
+        advanced += [w.owner for w in sampled]
+        if advanced:
+            due = max(end_s, self._frontend_free_s) + len(advanced) * self._output_token_s
+            self._frontend_free_s = due
+            self._deliveries.append([due, advanced, 0])
+        self._start_step(end_s)
+
+    def _deliver(self, budget: int | None) -> int:
+        """Send the head delivery's tokens (up to budget); returns tokens sent."""
+        head = self._deliveries[0]
+        due, seqs, index = head
+        end = len(seqs) if budget is None else min(len(seqs), index + budget)
+        for seq in seqs[index:end]:
+            if seq.state != CANCELLED:
+                self._emit(seq, due)
+        if end == len(seqs):
+            self._deliveries.popleft()
+        else:
+            head[2] = end
+        return end - index

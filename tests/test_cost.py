@@ -1,0 +1,97 @@
+"""Cost per million tokens, a rehearsal's figures predicted for the GPU it played, and the decision rows."""
+
+import pytest
+
+from llmload.errors import ConfigError
+from llmload.options import usd_per_gpu_hour
+from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of
+from llmload.results.decision import decision_rows
+from llmload.results.records import RequestRecord
+from llmload.results.slo import parse_slos, slos_of
+from llmload.results.summary import summarize as summarize_records
+
+
+def summarize(records, config):
+    """As a run summarizes its records: its SLOs parsed from its config (limits divided by a rehearsal's SPEEDUP)."""
+    return summarize_records(records, config, slos=slos_of(config))
+
+pytestmark = pytest.mark.pure
+
+
+def _record(i: int, e2e_s: float = 2.0, tokens: int = 100, ttft_s: float = 0.2) -> RequestRecord:
+    return RequestRecord(request_id=f"r{i}", prompt_id="p", start_unix_s=1000.0 + i * 0.1, start_monotonic_s=i * 0.1,
+                         e2e_s=e2e_s, ttft_s=ttft_s, ttfvt_s=ttft_s, tpot_s=(e2e_s - ttft_s) / (tokens - 1),
+                         itl_s=[(e2e_s - ttft_s) / (tokens - 1)] * (tokens - 1), prompt_tokens=1000,
+                         completion_tokens=tokens, finish_reason="length", answered=True)
+
+
+RECORDS = [_record(i) for i in range(400)]
+SIM = {"name": "llmload.sim", "rehearsal": True, "gpu_profile": "h200", "profile": "h200-gpt-oss-20b-bf16",
+       "profile_kind": "measured", "speedup": 10.0}
+
+
+def test_cost_per_million_tokens_is_price_over_throughput_and_its_interval_flips():
+    # 3.6 USD an hour is a tenth of a cent a second; at 1000 tokens a second a million tokens take 1000 s: 1 USD
+    value, ci = cost_per(3.6, 1000.0, [800.0, 1250.0], 1e6)
+    assert value == pytest.approx(1.0) and ci == pytest.approx([0.8, 1.25])
+    assert cost_per(3.6, 1000.0, [0.0, 1250.0], 1e6)[1] is None  # a rate that may be 0 has no upper bound
+    assert cost_per(None, 1000.0, None, 1e6) == (None, None)
+
+
+def test_price_is_price_else_the_gpu_default_with_its_source_else_none():
+    assert price_of("2.5", "h100") == (2.5, "PRICE")
+    price, source = price_of("", "a100")
+    assert price == DEFAULT_PRICES["a100"].usd_per_gpu_hour and "default list price (not a quote)" in source and "as of" in source
+    assert price_of("", "b200")[0] is None and "give PRICE" in price_of("", "b200")[1]
+    for bad in ("0", "-1", "abc", "nan", "inf"):
+        with pytest.raises(ConfigError, match="PRICE=.* is not a positive number of USD per GPU-hour"):
+            usd_per_gpu_hour(bad)
+
+
+def test_a_run_gets_its_cost_with_gpus_and_goodput():
+    summary = summarize(RECORDS, {"gpu": "h100", "price": "4", "gpus": 2, "slo": "e2e_p90<=3s"})
+    cost = summary.cost
+    assert (cost.usd_per_gpu_hour, cost.gpus, cost.usd_per_server_hour, cost.basis) == (4.0, 2, 8.0, "measured")
+    per_second = 8.0 / 3600
+    assert cost.usd_per_million_output_tokens == pytest.approx(per_second / summary.output_throughput_tok_s * 1e6)
+    assert cost.usd_per_thousand_requests == pytest.approx(per_second / summary.rps * 1e3)
+    assert cost.usd_per_million_goodput_tokens == pytest.approx(cost.usd_per_million_output_tokens)  # every request met it
+    lo, hi = cost.usd_per_million_output_tokens_ci95
+    assert lo < cost.usd_per_million_output_tokens < hi
+
+
+def test_goodput_tokens_count_only_requests_that_met_every_slo():
+    mixed = [_record(i, e2e_s=2.0 if i % 2 else 5.0) for i in range(400)]
+    slos = parse_slos("e2e_p90<=3s")
+    span = (0.0, max(r.start_monotonic_s + r.e2e_s for r in mixed))
+    rate, _ = goodput_tokens_per_s(mixed, span, slos)
+    assert rate == pytest.approx(200 * 100 / span[1])
+    assert goodput_tokens_per_s(mixed, span, ()) == (None, None)
+
+
+def test_a_rehearsal_is_predicted_for_its_gpu_and_priced_there():
+    raw = summarize(RECORDS, {"gpu": "h200", "served_by": SIM})
+    p = raw.predicted
+    assert p.label == "predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 10x scaled back)"
+    assert p.rps == pytest.approx(raw.rps / 10) and p.rps_ci95 == pytest.approx([x / 10 for x in raw.rps_ci95])
+    assert p.ttft_ms.median == pytest.approx(raw.ttft_ms.median * 10)
+    assert p.tpot_ms.p90_ci95 == pytest.approx([x * 10 for x in raw.tpot_ms.p90_ci95])
+    measured = summarize(RECORDS, {"gpu": "h200"})
+    assert measured.predicted is None
+    # priced at the played GPU's rates: ten times what the raw, sped-up rates would cost
+    assert raw.cost.basis == p.label
+    assert raw.cost.usd_per_million_output_tokens == pytest.approx(10 * measured.cost.usd_per_million_output_tokens)
+
+
+def test_decision_rows_take_the_largest_load_meeting_the_slo_per_gpu_and_model():
+    def run(gpu, users, e2e_s, served=None):
+        config = {"gpu": gpu, "model": "openai/gpt-oss-20b", "users": users, "slo": "e2e_p90<=3s"}
+        if served:
+            config["served_by"] = served
+        return summarize([_record(i, e2e_s) for i in range(100)], config)
+    rows = decision_rows([run("h100", 4, 2.0), run("h100", 8, 2.5), run("h100", 16, 4.0),
+                          run("h200", 4, 0.1, SIM), run("h200", 32, 0.2, SIM)])  # raw: 10x sooner than the GPU
+    by_gpu = {r.gpu: r for r in rows}
+    assert by_gpu["h100"].capacity == 8 and not by_gpu["h100"].predicted and by_gpu["h100"].runs == 3
+    assert by_gpu["h200"].capacity == 32 and by_gpu["h200"].predicted and by_gpu["h200"].basis.startswith("predicted for h200")
+    assert by_gpu["h200"].usd_per_million_output_tokens is not None

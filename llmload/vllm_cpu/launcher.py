@@ -38,6 +38,9 @@ _TEMPLATES = _SOURCE_ROOT / "templates"
 _MAX_MODEL_LEN = 10240  # the 8k prompt set plus the longest answer
 _KV_CACHE_BYTES = 268435456
 _READY_TIMEOUT_S = 300.0
+# Tool calls as vLLM serves gpt-oss: the harmony parser streams a call on the commentary channel as `tool_calls`
+# (chat; the Responses API does so without these flags). tiny-llama's chat template renders no tools.
+_TOOL_FLAGS = {"tiny-gptoss": ("--enable-auto-tool-choice", "--tool-call-parser", "openai")}
 
 
 def _recipe_hash(*parts: str | bytes) -> str:
@@ -210,7 +213,7 @@ def start(name: str, port: int) -> VllmServer:
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
                "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", str(_MAX_MODEL_LEN),
-               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0"]
+               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0", *_TOOL_FLAGS.get(name, ())]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=_server_env(), start_new_session=True)

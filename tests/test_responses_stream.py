@@ -1,9 +1,13 @@
 """Responses API events to records (API=responses): the shapes vLLM 0.32 and OpenAI send, and the request body."""
 
+from pathlib import Path
+
+import orjson
 import pytest
 
 from llmload.client.accumulator import ResponsesAccumulator
 from llmload.client.body import ChatOptions, responses_body
+from llmload.client.sse import SSEDecoder
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -141,3 +145,36 @@ def test_responses_body_maps_effort_and_the_token_limit():
                     "top_p": 0.9}
     plain = responses_body(ChatOptions(model="m", effort="none"), MESSAGES)
     assert plain == {"model": "m", "input": MESSAGES, "stream": True, "temperature": 1.0}
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm-cpu"
+
+
+def _read(name: str, accumulator) -> object:
+    """A real vLLM stream (tests/fixtures/vllm-cpu) through the raw client's decoders into ``accumulator``."""
+    body = (FIXTURES / name).read_bytes()
+    decoder = SSEDecoder()
+    for i, event in enumerate(decoder.feed(body)):
+        if event != b"[DONE]":
+            accumulator.on_chunk(START + 0.001 * (i + 1), orjson.loads(event))
+        else:
+            accumulator.on_done(START + 0.001 * (i + 1))
+    return accumulator.finish(accumulator.done_s)
+
+
+def test_real_vllm_responses_stream_reads_as_its_chat_stream():
+    """The same request to vLLM 0.32 (tiny-gptoss, temperature 0) through both APIs: the same tokens and counts."""
+    from llmload.client.accumulator import StreamAccumulator
+
+    responses = _read("tiny-gptoss-responses.sse", acc())
+    chat = _read("tiny-gptoss-chat.sse", StreamAccumulator("r2", "p1", 1_700_000_000.0, START))
+    assert responses.ok and chat.ok and responses.answered and responses.finish_reason == chat.finish_reason == "stop"
+    assert (responses.prompt_tokens, responses.completion_tokens, responses.reasoning_tokens) == (74, 30, 8)
+    assert (chat.prompt_tokens, chat.completion_tokens, chat.reasoning_tokens) == (74, 30, 8)
+    assert responses.token_events == chat.token_events == 20  # harmony's own tokens (channel, message) stream nothing
+    assert responses.reasoning_source == "server" and responses.token_source == "server"
+
+
+def test_real_vllm_responses_stream_cut_by_max_output_tokens():
+    r = _read("tiny-gptoss-responses-max5.sse", acc())
+    assert r.ok and r.finish_reason == "length" and not r.answered and (r.completion_tokens, r.reasoning_tokens) == (5, 2)

@@ -40,7 +40,7 @@ from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.console import Progress, banner_lines
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import check_api, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
@@ -204,6 +204,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
     with SignalForwarder() as signals, target(options) as host:
         info = probe_server(host, key)
         model = resolve_model(options.model, info)
+        check_api(info, options.api, key)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
         progress = Progress(out / SAMPLES_FILE, None if options.requests else options.scaled_duration_s, options.requests)

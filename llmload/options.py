@@ -112,6 +112,8 @@ TABLE: tuple[Option, ...] = (
            "started with SPEEDUP=N); DURATION is divided by N", commands=("load", "ui", "sweep", "serve-sim"), above=0),
     Option("STOP_TIMEOUT", "--stop-timeout", "stop_timeout", 600, "seconds streams in flight may take to finish at the end", locust_flag="-s", minimum=0),
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
+    Option("API", "--api", "api", "chat", "the API each request uses: chat (POST /v1/chat/completions) or responses "
+           "(POST /v1/responses, the Responses API: reasoning.effort, max_output_tokens)", choices=("chat", "responses")),
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
            "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts); "
            "crosscheck: its folder (default results/crosscheck-<model>); calibrate: the profile file written (default "
@@ -180,10 +182,16 @@ TABLE: tuple[Option, ...] = (
            minimum=0),
     Option("MAX_FAIL_RATIO", "--max-fail-ratio", "max_fail_ratio", 0.5, "stop the run once more than this share of its requests "
            "failed, judged from the 10th on (exit code 3; 0: never stop)", minimum=0, maximum=1),
-    Option("FAULT", "--fault", "fault", None, "a fault injected into chat requests: no-done, bad-json, error-object, slow-headers, "
+    Option("FAULT", "--fault", "fault", None, "a fault injected into chat and Responses API requests: no-done, bad-json, error-object, slow-headers, "
            "or http-<code> (that status, with a request id in its message)", commands=("serve-sim",), value_type=str),
-    Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of chat requests FAULT hits", commands=("serve-sim",),
+    Option("FAULT_RATE", "--fault-rate", "fault_rate", 1.0, "fraction of requests FAULT hits", commands=("serve-sim",),
            minimum=0, maximum=1),
+    Option("TOOL_CALLS", "--tool-calls", "tool_calls", 1, "with tools offered (tool_choice auto): the function calls the "
+           "target answers a task with, one per request while it holds fewer tool results, before a text answer",
+           commands=("serve-sim",), minimum=0),
+    Option("TOOL_INVALID_RATE", "--tool-invalid-rate", "tool_invalid_rate", 0.0, "fraction of function calls broken "
+           "(fault injection): half with arguments that are not JSON, half naming a function not offered",
+           commands=("serve-sim",), minimum=0, maximum=1),
     # more than one Locust process (issue 14)
     Option("WORKERS", "--workers", "workers", 0, "Locust worker processes on this machine running the users (0: the "
            "one process runs them); one samples.jsonl either way", to_locust=False, commands=("load", "ui", "worker"),

@@ -73,3 +73,27 @@ def test_sse_utf8_character_split_across_reads():
     decoder = SSEDecoder()
     assert decoder.feed(event[:split]) == []
     assert decoder.feed(event[split:]) == ['{"content":"日"}'.encode()]
+
+
+RESPONSES_STREAM = (  # the Responses API: an event line before each data line (vLLM 0.32, OpenAI)
+    b'event: response.created\ndata: {"type":"response.created"}\n\n'
+    b'event: response.output_text.delta\ndata: {"delta":"a"}\n\n'
+    b"event: response.output_text.delta\nid: 3\ndata: {\"delta\":\n"
+    b"data: \"b\"}\n\n"
+    b"event: response.in_progress\n\n"
+    b'event: response.completed\ndata: {"type":"response.completed"}\n\n'
+)
+RESPONSES_EXPECTED = [b'{"type":"response.created"}', b'{"delta":"a"}', b'{"delta":\n"b"}', b'{"type":"response.completed"}']
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 13, 61, 10_000])
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_sse_events_with_an_event_line_at_any_split(size, newline):
+    data = RESPONSES_STREAM.replace(b"\n", newline)
+    assert feed_in_pieces(SSEDecoder(), data, size) == RESPONSES_EXPECTED
+
+
+def test_sse_one_whole_event_with_an_event_line_per_read():
+    decoder = SSEDecoder()
+    for block, payload in zip(RESPONSES_STREAM.split(b"\n\n")[:2], RESPONSES_EXPECTED):
+        assert decoder.feed(block + b"\n\n") == [payload]

@@ -1,8 +1,9 @@
-"""Turns the chunks of one streamed chat completion into a RequestRecord.
+"""Turns the events of one streamed request into a RequestRecord: a chat completion's chunks, or a Responses stream's.
 
 Both clients feed it: the raw client with the parsed JSON of each SSE event, the openai SDK client
 with each chunk as a dict. This is the only place where a chunk's meaning is decided: which
-channel a token is on, what counts as a token-bearing event, which usage figure wins.
+channel a token is on, what counts as a token-bearing event, which usage figure wins, when the
+stream ended (chat: ``data: [DONE]``; Responses: its terminal event).
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ from typing import Any
 
 from llmload.results.records import RequestRecord, tpot_s
 
-__all__ = ["StreamAccumulator"]
+__all__ = ["StreamAccumulator", "ResponsesAccumulator"]
 
 
 class StreamAccumulator:
-    """Collects the arrival times and contents of one request's chunks."""
+    """Collects the arrival times and contents of one chat completion's chunks."""
+
+    end_mark = "data: [DONE]"
+    """What ends a complete stream, as a failure's detail names it when it never came."""
 
     __slots__ = (
         "request_id", "prompt_id", "start_unix_s", "start_monotonic_s", "_token_times_s",
         "_first_content_s", "_reasoning_events", "_reasoning_usage_tokens",
-        "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "warmup",
+        "_last_completion_tokens", "_usage", "_finish_reason", "_done_s", "_stream_error", "_called", "warmup",
         "record_fields",
         "arrival_stamps",
     )
@@ -43,6 +47,7 @@ class StreamAccumulator:
         self._finish_reason: str | None = None
         self._done_s: float | None = None
         self._stream_error: str | None = None
+        self._called = False  # a function call streamed: the round's answer, though not visible text
 
     def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
         """One ``chat.completion.chunk`` (or error object) that arrived at monotonic ``arrived_s``."""
@@ -123,10 +128,84 @@ class StreamAccumulator:
             token_source=token_source,
             reasoning_source=reasoning_source,
             finish_reason=self._finish_reason,
-            answered=self._first_content_s is not None,
+            answered=self._first_content_s is not None or self._called,
             error=error,
             error_detail=detail,
             warmup=self.warmup,
             **self.record_fields,
             arrival_stamps=self.arrival_stamps,
         )
+
+
+_ANSWER, _REASONING, _CALL = "answer", "reasoning", "call"
+_DELTAS = {
+    "response.output_text.delta": _ANSWER,
+    "response.reasoning_text.delta": _REASONING,
+    "response.function_call_arguments.delta": _CALL,
+    "response.refusal.delta": _ANSWER,
+}
+"""The Responses events that carry output tokens, by channel (vLLM 0.32's serving and the openai SDK's stream types)."""
+_TERMINAL = frozenset(("response.completed", "response.incomplete", "response.failed"))
+_FINISH_BY_INCOMPLETE_REASON = {"max_output_tokens": "length"}
+
+
+class ResponsesAccumulator(StreamAccumulator):
+    """Collects one streamed ``/v1/responses`` request (the Responses API) into the same record as a chat completion.
+
+    Token events are the delta events of _DELTAS; the stream ends at its terminal event (vLLM 0.32 ends every
+    stream with response.completed, whose response's status says completed or incomplete; OpenAI's API sends
+    response.incomplete and response.failed too). The finish state is put in chat's words, so records of both APIs
+    read alike: completed is ``stop`` (``tool_calls`` when it called a function), incomplete for
+    max_output_tokens is ``length``. Usage comes once, in the terminal event's response.
+    """
+
+    __slots__ = ("output",)
+    end_mark = "a response.completed event"
+
+    def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
+                 warmup: bool = False, record_fields: dict[str, Any] | None = None) -> None:
+        super().__init__(request_id, prompt_id, start_unix_s, start_monotonic_s, warmup, record_fields)
+        self.output: list[dict[str, Any]] = []
+        """The terminal event's output items (reasoning, message, function_call), as the server summed them up."""
+
+    def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
+        """One Responses stream event (or error object) that arrived at monotonic ``arrived_s``."""
+        kind = chunk.get("type")
+        channel = _DELTAS.get(kind)  # type: ignore[arg-type]
+        if channel is not None:
+            if chunk.get("delta"):
+                self._token_times_s.append(arrived_s)
+                if channel is _ANSWER:
+                    if self._first_content_s is None:
+                        self._first_content_s = arrived_s
+                elif channel is _REASONING:
+                    self._reasoning_events += 1
+                else:
+                    self._called = True
+        elif kind in _TERMINAL:
+            self._on_terminal(arrived_s, kind, chunk.get("response") or {})
+        elif kind == "error":  # the Responses API's error event: {"type": "error", "code", "message", ...}
+            self._stream_error = str(chunk.get("message") or chunk.get("code") or "error event")
+        elif "error" in chunk:  # a chat-style error object, as vLLM writes one for a failed generation
+            error = chunk["error"]
+            self._stream_error = str(error.get("message", error) if isinstance(error, dict) else error)
+
+    def _on_terminal(self, arrived_s: float, kind: str, response: dict[str, Any]) -> None:
+        self._done_s = arrived_s
+        output = response.get("output")
+        self.output = output if isinstance(output, list) else []
+        status = response.get("status")
+        if kind == "response.failed" or status == "failed":
+            error = response.get("error") or {}
+            self._stream_error = str(error.get("message") if isinstance(error, dict) else error) or "response.failed"
+        elif status == "incomplete" or kind == "response.incomplete":
+            reason = (response.get("incomplete_details") or {}).get("reason")
+            self._finish_reason = _FINISH_BY_INCOMPLETE_REASON.get(reason, reason or "incomplete")
+        elif status:
+            called = any(item.get("type") == "function_call" for item in self.output if isinstance(item, dict))
+            self._finish_reason = "tool_calls" if called else "stop" if status == "completed" else status
+        usage = response.get("usage")
+        if isinstance(usage, dict):  # put in chat's words, so finish() reads both alike
+            self._usage = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
+                           "completion_tokens_details": usage.get("output_tokens_details"),
+                           "prompt_tokens_details": usage.get("input_tokens_details")}

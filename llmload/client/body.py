@@ -1,11 +1,11 @@
-"""The JSON body of one streamed ``/v1/chat/completions`` request."""
+"""The JSON body of one streamed request: ``/v1/chat/completions`` or ``/v1/responses`` (the Responses API)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatOptions", "chat_body"]
+__all__ = ["ChatOptions", "chat_body", "responses_body"]
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,7 @@ def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dic
     ``nonce`` goes on a line of its own before the first message's text, so no two requests share
     a prefix beyond the server's system header (vLLM's prefix cache cannot help).
     """
-    if nonce is not None:
-        first = messages[0]
-        messages = [{**first, "content": f"{nonce}\n{first['content']}"}, *messages[1:]]
+    messages = _with_nonce(messages, nonce)
     stream_options: dict[str, bool] = {"include_usage": True}
     if options.continuous_usage:
         stream_options["continuous_usage_stats"] = True
@@ -51,3 +49,35 @@ def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dic
         body.update(request)
     body.update(options.extra_body)
     return body
+
+
+def responses_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None,
+                   nonce: str | None = None) -> dict[str, Any]:
+    """The Responses API's body for the same request: ``input`` (the messages), ``reasoning.effort``,
+    ``max_output_tokens`` (also for a prompt's own ``max_tokens``); no stream_options, which it has not (its usage
+    comes once, at the end). ``nonce`` as in chat_body."""
+    body: dict[str, Any] = {
+        "model": options.model,
+        "input": _with_nonce(messages, nonce),
+        "stream": True,
+        "temperature": options.temperature,
+    }
+    if options.max_tokens:
+        body["max_output_tokens"] = options.max_tokens
+    if options.effort != "none":
+        body["reasoning"] = {"effort": options.effort}
+    if request:
+        request = dict(request)
+        if "max_tokens" in request:
+            body["max_output_tokens"] = request.pop("max_tokens")
+        body.update(request)
+    body.update(options.extra_body)
+    return body
+
+
+def _with_nonce(messages: list[dict[str, str]], nonce: str | None) -> list[dict[str, str]]:
+    """``nonce`` on a line of its own before the first message's text (None: the messages as they are)."""
+    if nonce is None:
+        return messages
+    first = messages[0]
+    return [{**first, "content": f"{nonce}\n{first['content']}"}, *messages[1:]]

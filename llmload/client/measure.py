@@ -11,6 +11,7 @@ import uuid
 from typing import Any, Callable, Protocol
 
 from llmload.client.accumulator import StreamAccumulator
+from llmload.client.apis import Api
 from llmload.client.raw import RawChatClient
 from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.client.sdk import OpenAIChatClient
@@ -21,6 +22,9 @@ __all__ = ["ChatClient", "CLIENTS", "make_client", "measure_request"]
 
 
 class ChatClient(Protocol):
+    api: Api
+    """The API it speaks: where each request goes and what reads its stream."""
+
     def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
         """Send ``body``, feed every chunk to ``acc``; return the monotonic end time or raise RequestFailed."""
         ...
@@ -28,12 +32,13 @@ class ChatClient(Protocol):
     def close(self) -> None: ...
 
 
-CLIENTS: dict[str, Callable[[str, str, float], ChatClient]] = {"raw": RawChatClient, "openai": OpenAIChatClient}
+CLIENTS: dict[str, Callable[..., ChatClient]] = {"raw": RawChatClient, "openai": OpenAIChatClient}
+"""Each is called (base_url, api_key, timeout_s, api=...)."""
 
 
-def make_client(name: str, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> ChatClient:
-    """A client from the registry; ``base_url`` is the server root (``http://host:port``)."""
-    return CLIENTS[name](base_url, api_key, timeout_s)
+def make_client(name: str, base_url: str, api_key: str = "", timeout_s: float = 600.0, api: str = "chat") -> ChatClient:
+    """A client from the registry speaking ``api`` (apis.APIS); ``base_url`` is the server root (``http://host:port``)."""
+    return CLIENTS[name](base_url, api_key, timeout_s, api=api)
 
 
 def measure_request(
@@ -51,7 +56,7 @@ def measure_request(
     ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
     """
     request_id = uuid.uuid4().hex
-    acc = StreamAccumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
+    acc = client.api.accumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
     PROCESS_READ_STATS.on_request_start(acc.start_monotonic_s)
     try:
         end_s = client.stream_chat(body, request_id, acc)

@@ -1,4 +1,4 @@
-"""A streaming chat client on plain sockets: one keep-alive connection, no hidden retries.
+"""A streaming client on plain sockets: one keep-alive connection, no hidden retries; chat or the Responses API.
 
 Each SSE event gets the arrival time of the piece of the response that completed it: the kernel's
 receive stamp on plain TCP under Linux, else ``time.monotonic()`` the moment the read returned
@@ -17,6 +17,7 @@ from typing import Any, Callable
 import orjson
 
 from llmload.client.accumulator import StreamAccumulator
+from llmload.client.apis import APIS
 from llmload.client.arrival import ArrivalReader, RealtimeToMonotonic, ReadArrivalReader, arrival_reader
 from llmload.client.faults import error_message
 from llmload.client.reactor import IdleTimeout, process_reactor
@@ -32,11 +33,13 @@ _PROCESS_CLOCK = RealtimeToMonotonic()
 
 
 class RawChatClient:
-    """Streams ``POST /v1/chat/completions`` over one reused HTTP/1.1 connection."""
+    """Streams ``POST /v1/chat/completions`` (or ``/v1/responses``, as ``api`` says) over one reused HTTP/1.1 connection."""
 
     def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0, kernel_stamps: bool = True,
-                 read_stats: ReadStats = PROCESS_READ_STATS, clock: Callable[[], float] | None = None) -> None:
+                 read_stats: ReadStats = PROCESS_READ_STATS, clock: Callable[[], float] | None = None,
+                 api: str = "chat") -> None:
         """``clock`` replaces the arrival stamps (a scripted clock in tests); it turns kernel stamps off."""
+        self.api = APIS[api]
         self._scheme, self._host, self._port, prefix = split_base_url(base_url)
         self._timeout_s = timeout_s
         self._kernel_stamps = kernel_stamps and clock is None
@@ -46,7 +49,7 @@ class RawChatClient:
         host_header = self._host if self._port == default_port else f"{self._host}:{self._port}"
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self._head = (
-            f"POST {prefix}/v1/chat/completions HTTP/1.1\r\nHost: {host_header}\r\n"
+            f"POST {prefix}{self.api.path} HTTP/1.1\r\nHost: {host_header}\r\n"
             f"Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: llmload\r\n{auth}"
         )
         self._sock: socket.socket | None = None
@@ -203,7 +206,7 @@ class _Response:
     def _end(self, arrived_s: float) -> float:
         acc = self._acc
         if acc.done_s is None and acc.stream_error is None:  # an error object says more than a missing [DONE]
-            raise RequestFailed("protocol", "stream ended without data: [DONE]")
+            raise RequestFailed("protocol", f"stream ended without {acc.end_mark}")
         return acc.done_s or arrived_s
 
     def _http_failure(self) -> RequestFailed:

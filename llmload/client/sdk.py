@@ -12,25 +12,31 @@ import time
 from typing import Any
 
 from llmload.client.accumulator import StreamAccumulator
+from llmload.client.apis import APIS
 from llmload.client.faults import error_message
 from llmload.control_http import server_root, tls_context
 from llmload.errors import RequestFailed
 
 __all__ = ["OpenAIChatClient"]
 
-# Parameters that openai's create() takes by name; everything else goes in extra_body.
-_NAMED = ("model", "messages", "stream", "stream_options", "max_tokens", "temperature", "reasoning_effort")
+# Parameters that openai's create() takes by name, per API; everything else goes in extra_body.
+_NAMED = {
+    "chat": ("model", "messages", "stream", "stream_options", "max_tokens", "temperature", "reasoning_effort"),
+    "responses": ("model", "input", "stream", "max_output_tokens", "temperature", "reasoning"),
+}
 
 
 class OpenAIChatClient:
-    """Streams through ``openai.OpenAI().chat.completions.create(stream=True)``."""
+    """Streams through ``openai.OpenAI().chat.completions.create(stream=True)``, or ``responses.create(stream=True)``."""
 
-    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0) -> None:
+    def __init__(self, base_url: str, api_key: str = "", timeout_s: float = 600.0, api: str = "chat") -> None:
         import httpx2  # lazy, as openai: heavy imports that only CLIENT=openai needs
         import openai
 
         from llmload.client.sdk_transport import DoneWatch
 
+        self.api = APIS[api]
+        self._named = _NAMED[api]
         self._openai = openai
         self._httpx = httpx2
         self._watch = DoneWatch(httpx2.HTTPTransport(verify=tls_context()))
@@ -47,13 +53,12 @@ class OpenAIChatClient:
 
     def stream_chat(self, body: dict[str, Any], request_id: str, acc: StreamAccumulator) -> float:
         """Faults are named as the raw client names them (see client/faults.py)."""
-        named = {k: body[k] for k in _NAMED if k in body}
-        extra = {k: v for k, v in body.items() if k not in _NAMED}
+        named = {k: body[k] for k in self._named if k in body}
+        extra = {k: v for k, v in body.items() if k not in self._named}
         openai = self._openai
+        create = self._client.responses.create if self.api.name == "responses" else self._client.chat.completions.create
         try:
-            stream = self._client.chat.completions.create(
-                **named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id}
-            )
+            stream = create(**named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id})
         except openai.APITimeoutError:
             raise RequestFailed("timeout", "no response headers within REQUEST_TIMEOUT") from None
         except openai.APIStatusError as e:
@@ -76,8 +81,12 @@ class OpenAIChatClient:
         except ValueError as e:  # SSE data that is not JSON
             raise RequestFailed("protocol", f"SSE data is not JSON ({e})") from None
         end_s = time.monotonic()
+        if self.api.name == "responses":  # its end is an event the accumulator has seen, not a marker the SDK hides
+            if acc.done_s is None and acc.stream_error is None:
+                raise RequestFailed("protocol", f"stream ended without {acc.end_mark}")
+            return end_s
         if not self._watch.done_seen:
-            raise RequestFailed("protocol", "stream ended without data: [DONE]")
+            raise RequestFailed("protocol", f"stream ended without {acc.end_mark}")
         acc.on_done(end_s)
         return end_s
 

@@ -85,10 +85,11 @@ class SSEDecoder:
         self._skip_lf = False  # the last piece ended in CR: a LF starting the next one is its pair
 
     def feed(self, data: bytes) -> list[bytes]:
-        if not self._buf and not self._skip_lf and data.endswith(b"\n\n") and data.startswith(b"data: "):
-            # The common case, one whole one-line event: no split, no copy of a buffer.
-            payload = data[6:-2]
-            if b"\n" not in payload and b"\r" not in payload:
+        if not self._buf and not self._skip_lf and data.endswith(b"\n\n"):
+            # The common case, one whole event of one data line (after an event line, as the Responses API
+            # sends them): no split, no copy of a buffer.
+            payload = data[6:-2] if data.startswith(b"data: ") else _after_event_line(data[:-2])
+            if payload is not None and b"\n" not in payload and b"\r" not in payload:
                 return [payload]
         if self._skip_lf and data:
             self._skip_lf = False
@@ -104,13 +105,22 @@ class SSEDecoder:
         self._buf = blocks.pop()
         payloads: list[bytes] = []
         for block in blocks:
-            if block.startswith(b"data: ") and b"\n" not in block:
-                payloads.append(block[6:])  # the common case: one data line
-                continue
-            payload = _parse_event_block(block)
+            payload = block[6:] if block.startswith(b"data: ") else _after_event_line(block)  # the common cases
+            if payload is None or b"\n" in payload:
+                payload = _parse_event_block(block)
             if payload is not None:
                 payloads.append(payload)
         return payloads
+
+
+def _after_event_line(block: bytes) -> bytes | None:
+    """What follows ``event: <name>\\ndata: `` in a block that starts so (the Responses API's events), else None."""
+    if not block.startswith(b"event: "):
+        return None
+    data_at = block.find(b"\ndata: ")
+    if data_at < 0 or b"\n" in block[:data_at]:
+        return None
+    return block[data_at + 7 :]
 
 
 def _parse_event_block(block: bytes) -> bytes | None:

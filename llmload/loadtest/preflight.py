@@ -9,12 +9,13 @@ from typing import Any
 
 import orjson
 
-from llmload.control_http import get_json, server_root, split_base_url, tls_context
+from llmload.control_http import get_json, request, server_root, split_base_url, tls_context
 from llmload.errors import ControlCallFailed, ServerError
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "check_api", "simulator_identity", "resolve_model", "continuous_usage", "served_by",
+           "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,23 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
     except ControlCallFailed:
         simulator = None
     return ServerInfo(root, models, version, simulator)
+
+
+def check_api(info: ServerInfo, api: str, api_key: str = "", timeout_s: float = 10.0) -> None:
+    """ServerError when ``api`` is responses and the server has no ``/v1/responses``.
+
+    The probe posts an empty body, which a server with the route refuses (400 or 422: ``input`` is missing) before
+    any generation; a server without it answers 404 (405 where only another method has the path)."""
+    if api != "responses":
+        return
+    try:
+        request(f"{info.base_url}/v1/responses", api_key, timeout_s, {})
+    except ControlCallFailed as e:
+        if e.status in (404, 405):
+            raise ServerError(f"API=responses: {info.base_url} has no /v1/responses (POST answered {e.reason}); use "
+                              "API=chat, or a server that serves the Responses API (as vLLM does)") from None
+        if e.status is None:
+            raise ServerError(f"API=responses: {info.base_url} does not answer POST /v1/responses ({e.reason})") from None
 
 
 def simulator_identity(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> dict[str, Any] | None:

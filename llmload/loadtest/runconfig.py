@@ -58,6 +58,7 @@ class RunConfig:
     speedup: float
     stop_timeout: int
     client: str
+    api: str
     out: str
     temperature: float
     extra_body: str
@@ -128,7 +129,8 @@ SUITE_OWNED_FIELDS = {
     "stream": "the suite always streams", "stream_options": "set CONTINUOUS_USAGE= instead",
     "n": "one choice per request is measured", "max_tokens": "set MAX_TOKENS= instead",
     "max_completion_tokens": "set MAX_TOKENS= instead", "temperature": "set TEMPERATURE= instead",
-    "reasoning_effort": "set EFFORT= instead",
+    "reasoning_effort": "set EFFORT= instead", "input": "choose prompts with PROMPTS= instead",
+    "max_output_tokens": "set MAX_TOKENS= instead", "reasoning": "set EFFORT= instead",
 }
 """Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
 

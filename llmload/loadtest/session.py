@@ -26,6 +26,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
+from llmload.client.apis import APIS
 from llmload.client.body import ChatOptions
 from llmload.client.measure import ChatClient, make_client
 from llmload.credentials import api_key_for
@@ -39,7 +40,7 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
-from llmload.loadtest.preflight import ServerInfo, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import ServerInfo, check_api, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
 from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
@@ -123,7 +124,9 @@ class RunSession(ABC):
         parsed = environment.parsed_options
         typed, parsed.api_key = parsed.api_key, ""  # a key typed in the form is used once: not after a change of host
         self.api_key = api_key_for(self.host, getattr(environment, "llmload_start_host", None) or self.host, typed)
-        return probe_server(self.host, self.api_key)
+        info = probe_server(self.host, self.api_key)
+        check_api(info, config.api, self.api_key)  # the web UI's form may have changed API or HOST
+        return info
 
     def _what_to_send(self, config: RunConfig) -> ChatOptions:
         """The prompts, their order and the request body per effort; returns the body's options before the effort."""
@@ -132,6 +135,7 @@ class RunSession(ABC):
                            extra_body=parse_extra_body(config.extra_body))
         self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
+        self.api = APIS[config.api]
         self.prompts: tuple[Prompt, ...] = load_prompt_set(config.prompts, config.seed)
         self.in_sequence = config.order == "sequence"
         self._next_prompt = 0
@@ -166,7 +170,7 @@ class RunSession(ABC):
 
     def new_client(self) -> ChatClient:
         """A streaming client for one user (or one open-loop slot), as the run's options say."""
-        return make_client(self.client_name, self.host, self.api_key, self.timeout_s)
+        return make_client(self.client_name, self.host, self.api_key, self.timeout_s, self.api.name)
 
     def next_prompt(self, rng: random.Random) -> Prompt:
         """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""

@@ -21,7 +21,6 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from llmload import options as opts
-from llmload.client.body import chat_body
 from llmload.client.faults import normalised_detail
 from llmload.client.measure import ChatClient, measure_request
 from llmload.errors import LoadTestError, RequestFailed
@@ -40,7 +39,6 @@ from llmload.promptsets.catalog import load_prompt_set
 __all__ = ["ChatUser"]
 
 logger = logging.getLogger("llmload")
-REQUEST_NAME = "/v1/chat/completions"
 
 
 class ChatUser(User):
@@ -94,14 +92,14 @@ class ChatUser(User):
         prompt = session.next_prompt(self.rng)
         nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
         effort = session.efforts.next()
-        body = chat_body(session.chat_by_effort[effort], prompt.messages, prompt.request, nonce)
+        body = session.api.body(session.chat_by_effort[effort], prompt.messages, prompt.request, nonce)
         record = measure_request(client, body, prompt.id, session.add, warmup, {"effort": effort, **(record_fields or {})})
         session.budget.done(ticket)
         if warmup:
             return record  # warm-ups stay out of Locust's statistics too
         # Locust groups failures by the exception's text: ids and numbers stripped, a few rows.
         self.environment.events.request.fire(
-            request_type="POST", name=REQUEST_NAME, response_time=record.e2e_s * 1000.0,
+            request_type="POST", name=session.api.path, response_time=record.e2e_s * 1000.0,
             response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},
             exception=None if record.ok else RequestFailed(record.error or "", normalised_detail(record.error_detail)),
         )

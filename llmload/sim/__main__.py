@@ -76,7 +76,8 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     harmony_encoding()  # load the tokenizer (~1 s) before READY, not inside the first request
     # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
     app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""),
-                 fault=args.fault, fault_rate=args.fault_rate, seed=args.seed,
+                 fault=args.fault, fault_rate=args.fault_rate, seed=args.seed, tool_calls=args.tool_calls,
+                 tool_invalid_rate=args.tool_invalid_rate,
                  identity={"gpu_profile": engine.profile.gpu, **_timings(engine, args), "speedup": args.speedup,
                            "fixed_ttft_ms": args.fixed_ttft_ms, "fixed_itl_ms": args.fixed_itl_ms})
     try:

@@ -1,4 +1,5 @@
-"""Byte templates for vLLM-shaped chat completion responses (stream chunks and bodies)."""
+"""Byte templates for vLLM-shaped chat completion responses (stream chunks and bodies), and the function call
+the target streams in place of an answer when tools are offered (both APIs)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from .tokens import WORD_BYTES, tokens_text
+from .tokens import WORD_BYTES, WORDS, tokens_text
 
 DONE_AND_END = b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"  # [DONE] event, then the last HTTP chunk
 SSE_TYPE = "text/event-stream; charset=utf-8"
@@ -15,6 +16,7 @@ FAULTS = ("no-done", "bad-json", "error-object", "slow-headers")
 """Stream faults the target can inject (--fault); besides them, http-<code> answers that status."""
 BAD_JSON_EVENT = b"data: {\"id\": \"chatcmpl-cut\", \"choices\": [\n\n"
 _N_WORDS = len(WORD_BYTES)
+WORDS_TEXT = tuple(w + " " for w in WORDS)
 
 
 def http_chunk(payload: bytes) -> bytes:
@@ -22,11 +24,48 @@ def http_chunk(payload: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(payload), payload)
 
 
-class StreamEncoder:
-    """Pre-built pieces of one streamed response so each token costs one concatenation."""
+class ToolCall:
+    """A function call streamed in place of the answer: its arguments are one JSON object, a token a piece.
 
-    __slots__ = ("_head", "_reasoning", "_content", "_tail", "_usage_tail", "prompt_tokens",
-                 "continuous_usage")
+    ``{"<key>": "`` is the first token, a word each token after it, ``"}`` the last (one token: ``{}``). A broken
+    call (the target's invalid share) leaves the object unclosed; one cut by max_tokens is cut like a model's.
+    """
+
+    __slots__ = ("name", "call_id", "tokens", "_open", "_close")
+
+    def __init__(self, name: str, key: str, call_id: str, tokens: int, broken: bool = False) -> None:
+        self.name = name
+        self.call_id = call_id
+        self.tokens = tokens
+        """The answer's planned tokens (the arguments' pieces)."""
+        self._open = '{"%s": "' % key
+        self._close = '"' if broken else '"}'
+        if tokens == 1:
+            self._open = "{" if broken else "{}"
+
+    def piece(self, k: int) -> str:
+        """The arguments' text of answer token ``k`` (1-based)."""
+        if k == 1:
+            return self._open
+        if k == self.tokens:
+            return self._close
+        return WORDS_TEXT[(k - 2) % _N_WORDS]
+
+    def arguments(self, tokens: int) -> str:
+        """The arguments' text after ``tokens`` of them."""
+        return "".join(self.piece(k) for k in range(1, tokens + 1))
+
+
+class StreamEncoder:
+    """Pre-built pieces of one streamed chat completion so each token costs one concatenation.
+
+    What a stream writes, in order: ``opening()`` with the headers, ``role()`` before token 1, ``token()`` per
+    token, ``closing()`` after the last (or ``error_event()`` when a fault breaks it); ``call`` makes the answer a
+    function call (``delta.tool_calls``, finish_reason tool_calls).
+    """
+
+    __slots__ = ("_head", "_reasoning", "_content", "_call_next", "_tail", "_usage_tail", "prompt_tokens",
+                 "continuous_usage", "call")
 
     def __init__(self, chat_id: str, created: int, model: str, prompt_tokens: int,
                  continuous_usage: bool) -> None:
@@ -36,6 +75,7 @@ class StreamEncoder:
         choice = self._head + b'"choices":[{"index":0,"delta":{'
         self._reasoning = choice + b'"reasoning":"'
         self._content = choice + b'"content":"'
+        self._call_next = choice + b'"tool_calls":[{"index":0,"function":{"arguments":'
         self._tail = {
             None: b'"},"logprobs":null,"finish_reason":null}]',
             "stop": b'"},"logprobs":null,"finish_reason":"stop"}]',
@@ -44,6 +84,8 @@ class StreamEncoder:
         self._usage_tail = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n'
         self.prompt_tokens = prompt_tokens
         self.continuous_usage = continuous_usage
+        self.call: ToolCall | None = None
+        """Set (before token 1) when the answer is a function call."""
 
     def _close(self, completion_tokens: int) -> bytes:
         """End of a choices chunk: optional cumulative usage, then the event terminator."""
@@ -52,6 +94,10 @@ class StreamEncoder:
             return self._usage_tail % (p, p + completion_tokens, completion_tokens)
         return b"}\n\n"
 
+    def opening(self) -> bytes:
+        """Nothing: a chat stream's first bytes come with its first token."""
+        return b""
+
     def role(self) -> bytes:
         """The role-only first chunk (content "" is not a token)."""
         body = (self._head + b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
@@ -59,13 +105,36 @@ class StreamEncoder:
         return http_chunk(body)
 
     def token(self, generated: int, reasoning_tokens: int, finish_reason: str | None) -> bytes:
-        """HTTP chunk for the generated-th token (1-based); reasoning first, then content."""
+        """HTTP chunk for the generated-th token (1-based); reasoning first, then content (or the call)."""
         if generated <= reasoning_tokens:
             start, word = self._reasoning, WORD_BYTES[(generated - 1) % _N_WORDS]
-        else:
+        elif self.call is None:
             start, word = self._content, WORD_BYTES[(generated - reasoning_tokens - 1) % _N_WORDS]
+        else:
+            return self._call_token(generated, generated - reasoning_tokens, finish_reason)
         body = start + word + self._tail[finish_reason] + self._close(generated)
         return b"%x\r\n%b\r\n" % (len(body), body)
+
+    def _call_token(self, generated: int, k: int, finish_reason: str | None) -> bytes:
+        """An argument piece of the call; the first names the function, as vLLM's harmony parser sends it."""
+        call = self.call
+        assert call is not None
+        piece = orjson.dumps(call.piece(k))
+        if k == 1:
+            body = (self._head + b'"choices":[{"index":0,"delta":{"tool_calls":[{"id":%b,"type":"function","index":0,'
+                    b'"function":{"name":%b,"arguments":%b}}]}' % (orjson.dumps(call.call_id), orjson.dumps(call.name), piece))
+        else:
+            body = self._call_next + piece + b"}}]}"
+        finish = b"null" if finish_reason is None else b'"tool_calls"' if finish_reason == "stop" else b'"%b"' % finish_reason.encode()
+        body += b',"logprobs":null,"finish_reason":%b}]' % finish + self._close(generated)
+        return http_chunk(body)
+
+    def closing(self, completion_tokens: int, reasoning_tokens: int, finish_reason: str, include_usage: bool,
+                terminal: bool = True) -> bytes:
+        """After the last token: the usage-only chunk (when asked for), ``data: [DONE]`` (unless ``terminal`` is
+        off, a fault), the end of the body."""
+        usage = self.usage(completion_tokens, reasoning_tokens) if include_usage else b""
+        return usage + (DONE_AND_END if terminal else END)
 
     def usage(self, completion_tokens: int, reasoning_tokens: int) -> bytes:
         """The usage-only chunk sent after the last token when include_usage is set."""
@@ -75,6 +144,10 @@ class StreamEncoder:
                 b'"prompt_tokens_details":null}}\n\n'
                 % (p, p + completion_tokens, completion_tokens, reasoning_tokens))
         return http_chunk(body)
+
+    def error_event(self, message: str) -> bytes:
+        """An error object inside the stream, then ``data: [DONE]`` and the end, as vLLM sends a failed generation."""
+        return stream_error_event(message) + DONE_AND_END
 
 
 def stream_error_event(message: str) -> bytes:
@@ -95,10 +168,14 @@ def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int
 
 
 def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int,
-                    reasoning_tokens: int, answer_tokens: int, finish_reason: str) -> bytes:
-    """Full non-stream chat.completion JSON body."""
+                    reasoning_tokens: int, answer_tokens: int, finish_reason: str, call: ToolCall | None = None) -> bytes:
+    """Full non-stream chat.completion JSON body (the answer a function call when ``call`` is given)."""
     reasoning = tokens_text(reasoning_tokens) if reasoning_tokens else None
-    content = tokens_text(answer_tokens) if answer_tokens else None
+    content = tokens_text(answer_tokens) if answer_tokens and call is None else None
+    tool_calls = [] if call is None else [{"id": call.call_id, "type": "function",
+                                           "function": {"name": call.name, "arguments": call.arguments(answer_tokens)}}]
+    if call is not None and finish_reason == "stop":
+        finish_reason = "tool_calls"
     return orjson.dumps({
         "id": chat_id,
         "object": "chat.completion",
@@ -107,7 +184,7 @@ def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int,
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": content, "reasoning": reasoning,
-                        "reasoning_content": reasoning, "tool_calls": []},
+                        "reasoning_content": reasoning, "tool_calls": tool_calls},
             "logprobs": None,
             "finish_reason": finish_reason,
         }],

@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from .chunks import BAD_JSON_EVENT, DONE_AND_END, END, SSE_TYPE, StreamEncoder, completion_body, http_chunk, stream_error_event
+from .chunks import BAD_JSON_EVENT, END, SSE_TYPE, ToolCall, completion_body, http_chunk
 from .engine import DONE, Engine, Sequence
 from .http11 import HttpConnection
 from .sendlog import SendLog
+
+
+class StreamEncoding(Protocol):
+    """How one API's stream is written (chunks.StreamEncoder for chat, response_events.ResponsesEncoder for the
+    Responses API): what goes with the headers, before token 1, per token, after the last, and on a fault."""
+
+    call: ToolCall | None
+
+    def opening(self) -> bytes: ...
+
+    def role(self) -> bytes: ...
+
+    def token(self, generated: int, reasoning_tokens: int, finish_reason: str | None) -> bytes: ...
+
+    def closing(self, completion_tokens: int, reasoning_tokens: int, finish_reason: str, include_usage: bool,
+                terminal: bool = True) -> bytes: ...
+
+    def error_event(self, message: str) -> bytes: ...
 
 
 class _Response:
@@ -52,7 +70,7 @@ class _Response:
 class StreamResponse(_Response):
     """SSE response: one pre-framed HTTP chunk per token."""
 
-    def __init__(self, conn: HttpConnection, engine: Engine, enc: StreamEncoder, request_id: str,
+    def __init__(self, conn: HttpConnection, engine: Engine, enc: StreamEncoding, request_id: str,
                  include_usage: bool, send_log: SendLog | None, fault: str | None = None) -> None:
         super().__init__(conn, engine)
         self.enc = enc
@@ -74,7 +92,7 @@ class StreamResponse(_Response):
             return
         g = seq.generated
         if g == 1 and self.fault == "slow-headers":
-            self.conn.start_stream(200, SSE_TYPE, self)
+            self.start_stream()
         if self.fault in ("bad-json", "error-object") and g == max(1, seq.total_tokens // 2):
             self._break_stream(seq, transport)
             return
@@ -83,9 +101,8 @@ class StreamResponse(_Response):
         if g == 1:
             chunk = self.enc.role() + chunk  # vLLM sends the role chunk right before token 1
         if last:
-            if self.include_usage:
-                chunk += self.enc.usage(g, seq.reasoning_tokens)
-            chunk += END if self.fault == "no-done" else DONE_AND_END
+            chunk += self.enc.closing(g, seq.reasoning_tokens, seq.finish_reason, self.include_usage,
+                                      terminal=self.fault != "no-done")
         if self.sent_s is not None:
             self.sent_s.append(time.monotonic())  # taken immediately before the write
         transport.write(chunk)
@@ -99,10 +116,17 @@ class StreamResponse(_Response):
         if self.fault == "bad-json":
             transport.write(http_chunk(BAD_JSON_EVENT) + END)
         else:
-            transport.write(stream_error_event(f"engine failed on request {self.request_id} after {seq.generated} tokens "
-                                               "(fault injection)") + DONE_AND_END)
+            transport.write(self.enc.error_event(f"engine failed on request {self.request_id} after {seq.generated} "
+                                                 "tokens (fault injection)"))
         self._finished()
         self.conn.finish()
+
+    def start_stream(self) -> None:
+        """The headers, and what the API writes with them (the Responses API: response.created)."""
+        self.conn.start_stream(200, SSE_TYPE, self)
+        opening = self.enc.opening()
+        if opening:
+            self.conn.transport.write(opening)
 
     def _finished(self) -> None:
         """Record send times once per stream (complete or not)."""
@@ -120,6 +144,7 @@ class FullResponse(_Response):
         self.chat_id = chat_id
         self.created = created
         self.model = model
+        self.call: ToolCall | None = None
 
     def on_token(self, seq: Sequence, due_s: float) -> None:
         """Only the last token (or an injected disconnect) produces output."""
@@ -128,4 +153,4 @@ class FullResponse(_Response):
         if seq.state == DONE:
             self.conn.send(200, completion_body(
                 self.chat_id, self.created, self.model, seq.prompt_tokens,
-                seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason))
+                seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason, self.call))

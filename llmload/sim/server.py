@@ -1,4 +1,10 @@
-"""vLLM-shaped routes (health, models, tokenize, chat completions, metrics) over http11."""
+"""vLLM-shaped routes (health, models, tokenize, chat completions, the Responses API, metrics) over http11.
+
+Offered tools (``tools``, ``tool_choice``) turn the answer into a function call while the request holds fewer
+tool results than ``tool_calls`` (a share ``tool_invalid_rate`` of calls broken: arguments that are not JSON, or
+a function that was not offered); tool_choice required always calls, none never. The call takes the answer's
+tokens, so its timing is the answer's.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,13 @@ from typing import Any
 
 import orjson
 
-from .chunks import SSE_TYPE, StreamEncoder, error_body
+from .chunks import StreamEncoder, ToolCall, error_body
 from .engine import Engine
 from .http11 import HttpConnection, Request
 from .launcher import IDENTITY_PATH
 from .metrics import metrics_text
 from .profiles import normalize_effort
+from .response_events import ResponsesEncoder, in_progress_response
 from .responses import FullResponse, StreamResponse
 from .sendlog import SendLog
 from .tokens import prompt_token_count, prompt_token_ids, text_token_ids
@@ -45,13 +52,16 @@ class _ChatParams:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    tool: tuple[str, str] | None = None
+    """The function the answer calls and its first argument's name; None: the answer is text."""
 
 
 class SimApp:
     """Routes requests for one engine/model."""
 
     def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "", fault: str | None = None,
-                 fault_rate: float = 1.0, seed: int = 0, identity: dict[str, Any] | None = None) -> None:
+                 fault_rate: float = 1.0, seed: int = 0, identity: dict[str, Any] | None = None, tool_calls: int = 1,
+                 tool_invalid_rate: float = 0.0) -> None:
         self.engine = engine
         self._authorization = f"Bearer {api_key}".encode() if api_key else None
         self.identity = {"served_by": "llmload.sim", "version": VERSION, "model": engine.profile.served_model, **(identity or {})}
@@ -59,6 +69,10 @@ class SimApp:
         """A fault kind (chunks.FAULTS or http-<code>) injected into a share ``fault_rate`` of chat requests."""
         self.fault_rate = fault_rate
         self._fault_draws = random.Random(seed)
+        self.tool_calls = tool_calls
+        """Function calls a task gets (while the request holds fewer tool results) before a text answer."""
+        self.tool_invalid_rate = tool_invalid_rate
+        self._seed = seed
         self.http_requests: Counter[tuple[str, str, str]] = Counter()
         """Requests answered, by (path, method, status class), as vLLM's http_requests_total counts them."""
         self.model = engine.profile.served_model
@@ -73,6 +87,7 @@ class SimApp:
             "/metrics": ("GET", self._metrics),
             "/tokenize": ("POST", self._tokenize),
             "/v1/chat/completions": ("POST", self._chat),
+            "/v1/responses": ("POST", self._responses),
         }
 
     def protocol(self) -> HttpConnection:
@@ -161,27 +176,42 @@ class SimApp:
             tokens = prompt_token_ids(self._messages(body))
         conn.send(200, orjson.dumps({"count": len(tokens), "max_model_len": MAX_MODEL_LEN, "tokens": tokens}))
 
-    # ---- chat completions --------------------------------------------------------
+    # ---- chat completions and the Responses API ----------------------------------
     def _chat_params(self, body: dict[str, Any]) -> _ChatParams:
         """Validate a chat request the way vLLM does; raise _BadRequest otherwise."""
         self._check_model(body)
         messages = self._messages(body)
-        max_tokens = body.get("max_completion_tokens")
-        if max_tokens is None:
-            max_tokens = body.get("max_tokens")
-        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
-                                       or max_tokens < 1):
-            raise _BadRequest(400, "max_tokens must be at least 1, got %r." % (max_tokens,))
-        try:
-            effort = normalize_effort(body.get("reasoning_effort"))
-        except ValueError as e:
-            raise _BadRequest(400, str(e)) from None
         stream = bool(body.get("stream", False))
         options = body.get("stream_options")
         if options is not None and not stream:
             raise _BadRequest(400, "Stream options can only be defined when `stream=True`.")
         options = options if isinstance(options, dict) else {}
         include_usage = bool(options.get("include_usage"))
+        max_tokens = body.get("max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
+        return self._params(body, messages, max_tokens, body.get("reasoning_effort"), stream, include_usage,
+                            include_usage and bool(options.get("continuous_usage_stats")))
+
+    def _responses_params(self, body: dict[str, Any]) -> _ChatParams:
+        """Validate a Responses API request (``input``, ``reasoning.effort``, ``max_output_tokens``)."""
+        self._check_model(body)
+        reasoning = body.get("reasoning")
+        if reasoning is not None and not isinstance(reasoning, dict):
+            raise _BadRequest(400, "`reasoning` must be an object like {\"effort\": \"low\"}")
+        return self._params(body, _input_messages(body.get("input")), body.get("max_output_tokens"),
+                            (reasoning or {}).get("effort"), bool(body.get("stream", False)), True, False)
+
+    def _params(self, body: dict[str, Any], messages: list[dict[str, Any]], max_tokens: Any, effort_value: Any,
+                stream: bool, include_usage: bool, continuous_usage: bool) -> _ChatParams:
+        """What both APIs share: the output limit, the effort, the prompt's length, the tool to call."""
+        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
+                                       or max_tokens < 1):
+            raise _BadRequest(400, "max_tokens must be at least 1, got %r." % (max_tokens,))
+        try:
+            effort = normalize_effort(effort_value)
+        except ValueError as e:
+            raise _BadRequest(400, str(e)) from None
         prompt_tokens = prompt_token_count(messages, effort)
         room = MAX_MODEL_LEN - prompt_tokens
         if room < 1 or (max_tokens is not None and max_tokens > room):
@@ -192,35 +222,113 @@ class SimApp:
                 "in the completion). Please reduce the length of the messages or completion."))
         # Absent max_tokens still stops at the context window; ignore_eos needs an explicit one.
         ignore_eos = bool(body.get("ignore_eos", False)) and max_tokens is not None
+        tool_results = sum(1 for m in messages if m.get("role") == "tool")
         return _ChatParams(
             prompt_tokens=prompt_tokens, limit=room if max_tokens is None else max_tokens,
             effort=effort, ignore_eos=ignore_eos, stream=stream, include_usage=include_usage,
-            continuous_usage=include_usage and bool(options.get("continuous_usage_stats")))
+            continuous_usage=continuous_usage, tool=self._tool_to_call(body, tool_results))
+
+    def _tool_to_call(self, body: dict[str, Any], tool_results: int) -> tuple[str, str] | None:
+        """The function the answer calls (its name, its first argument's name), or None for a text answer."""
+        tools = body.get("tools")
+        if not isinstance(tools, list) or not tools:
+            return None
+        functions = [t.get("function", t) for t in tools if isinstance(t, dict) and t.get("type") == "function"]
+        if not functions or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in functions):
+            raise _BadRequest(400, "each tool must be {\"type\": \"function\"} with a function name")
+        choice = body.get("tool_choice", "auto")
+        if choice == "none" or (choice == "auto" and tool_results >= self.tool_calls):
+            return None
+        function = functions[tool_results % len(functions)]
+        if isinstance(choice, dict):  # {"type": "function", "name"} (Responses) or {"function": {"name"}} (chat)
+            named = choice.get("name") or (choice.get("function") or {}).get("name")
+            function = next((f for f in functions if f["name"] == named), function)
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        return function["name"], next(iter(properties), "input")
+
+    def _call(self, tool: tuple[str, str] | None, seq: Any, request_id: str) -> ToolCall | None:
+        """The call a sequence streams in place of its answer; a share tool_invalid_rate of them broken."""
+        if tool is None or seq.answer_tokens < 1:
+            return None
+        draw = random.Random(f"tools/{self._seed}/{seq.index}").random()
+        name, key = tool
+        broken = draw < self.tool_invalid_rate
+        if broken and draw < self.tool_invalid_rate / 2:  # half the broken calls name a function not offered
+            name, broken = f"{name}_unoffered", False
+        return ToolCall(name, key, f"call_{request_id[:24]}", seq.answer_tokens, broken)
+
+    def _injected_fault(self, p: _ChatParams, response_id: str) -> str | None:
+        """The fault this request gets (FAULT, drawn at FAULT_RATE); an http-<code> one is answered here."""
+        fault = self.fault if self.fault and self._fault_draws.random() < self.fault_rate else None
+        if fault and fault.startswith("http-"):
+            status = int(fault[5:])
+            raise _BadRequest(status, f"request {response_id} refused (fault injection): {p.prompt_tokens} prompt tokens, "
+                                      f"{self._fault_draws.randrange(1, 10**6)} requests ahead")
+        return fault
 
     def _chat(self, conn: HttpConnection, req: Request) -> None:
         """POST /v1/chat/completions: queue the request; tokens flow from the engine."""
         p = self._chat_params(self._json_body(req))
         request_id = req.headers.get("x-request-id") or uuid.uuid4().hex
         chat_id, created = f"chatcmpl-{request_id}", int(time.time())
-        fault = self.fault if self.fault and self._fault_draws.random() < self.fault_rate else None
-        if fault and fault.startswith("http-"):
-            status = int(fault[5:])
-            raise _BadRequest(status, f"request {chat_id} refused (fault injection): {p.prompt_tokens} prompt tokens, "
-                                      f"{self._fault_draws.randrange(1, 10**6)} requests ahead")
+        fault = self._injected_fault(p, chat_id)
         sink: StreamResponse | FullResponse
         if p.stream:
             enc = StreamEncoder(chat_id, created, self.model, p.prompt_tokens, p.continuous_usage)
             sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log, fault)
         else:
             sink = FullResponse(conn, self.engine, chat_id, created, self.model)
+        self._start(conn, p, sink, request_id, fault)
+
+    def _responses(self, conn: HttpConnection, req: Request) -> None:
+        """POST /v1/responses: the Responses API, streamed only (the suite's requests always stream)."""
+        body = self._json_body(req)
+        p = self._responses_params(body)
+        if not p.stream:
+            raise _BadRequest(400, "the built-in target serves /v1/responses streamed only: set \"stream\": true")
+        request_id = req.headers.get("x-request-id") or uuid.uuid4().hex
+        response_id = f"resp_{request_id}"
+        fault = self._injected_fault(p, response_id)
+        enc = ResponsesEncoder(in_progress_response(response_id, int(time.time()), self.model, body), p.prompt_tokens,
+                               request_id[:32])
+        self._start(conn, p, StreamResponse(conn, self.engine, enc, request_id, True, self.send_log, fault), request_id, fault)
+
+    def _start(self, conn: HttpConnection, p: _ChatParams, sink: StreamResponse | FullResponse, request_id: str,
+               fault: str | None) -> None:
+        """Submit the request to the engine and start the response (the headers wait for token 1 under slow-headers)."""
         seq = self.engine.submit(p.prompt_tokens, effort=p.effort, max_tokens=p.limit,
                                  ignore_eos=p.ignore_eos, sink=sink)
         if seq.fail:
             raise _BadRequest(500, "Simulated internal server error (fault injection).")
         sink.seq = seq
+        call = self._call(p.tool, seq, request_id)
+        if isinstance(sink, StreamResponse):
+            sink.enc.call = call
+        else:
+            sink.call = call
         if p.stream and fault != "slow-headers":
-            conn.start_stream(200, SSE_TYPE, sink)  # headers go out at once, as uvicorn does
+            assert isinstance(sink, StreamResponse)
+            sink.start_stream()  # headers go out at once, as uvicorn does
         else:
             conn.active = sink  # slow-headers: they go out with the first token
         if conn.paused:
             self.engine.pause(seq)
+
+
+def _input_messages(value: Any) -> list[dict[str, Any]]:
+    """The Responses API's ``input`` as chat messages, for counting: text, messages, function calls and their outputs."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+        raise _BadRequest(400, "`input` must be a string or a non-empty list of input items")
+    messages = []
+    for item in value:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            messages.append({"role": "assistant", "content": f"{item.get('name', '')}{item.get('arguments', '')}"})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append({"role": "tool", "content": output if isinstance(output, str) else orjson.dumps(output).decode()})
+        elif kind == "message" or "role" in item:
+            messages.append({"role": item.get("role", "user"), "content": item.get("content")})
+    return messages

@@ -1,0 +1,34 @@
+"""The APIs a run can speak (API=...), by name: each one's route, request body and accumulator.
+
+    APIS["chat"]       POST /v1/chat/completions: chunks, ended by ``data: [DONE]``
+    APIS["responses"]  POST /v1/responses (the Responses API, gpt-oss's own): typed events, ended by response.completed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from llmload.client.accumulator import ResponsesAccumulator, StreamAccumulator
+from llmload.client.body import ChatOptions, chat_body, responses_body
+
+__all__ = ["Api", "APIS"]
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: where a request goes, what it sends, what reads its stream."""
+
+    name: str
+    path: str
+    """The route under the server root; also the request's name in Locust's tables."""
+    body: Callable[[ChatOptions, list[dict[str, str]], dict[str, Any] | None, str | None], dict[str, Any]]
+    """(the run's options, the messages, the prompt's own request fields, a nonce) -> the JSON body."""
+    accumulator: type[StreamAccumulator]
+
+
+APIS: dict[str, Api] = {
+    "chat": Api("chat", "/v1/chat/completions", chat_body, StreamAccumulator),
+    "responses": Api("responses", "/v1/responses", responses_body, ResponsesAccumulator),
+}
+

@@ -64,6 +64,10 @@ def _run(engine: Engine, prompts: list[int], max_tokens: int = 20) -> list[Recor
     return recs
 
 
+def _max_num_seqs(profile, seqs: int):
+    return dataclasses.replace(profile, engine=dataclasses.replace(profile.engine, max_num_seqs=seqs))
+
+
 def _instant_frontend(profile=None):
     """The profile with an API server that costs nothing: token times are the engine's step ends."""
     return dataclasses.replace(profile or lookup_profile("h100", "gpt-oss-20b"), frontend=Frontend(0.0, 0.0, 0.0))
@@ -93,8 +97,7 @@ def test_prompts_share_the_step_budget_first_come_first_served():
 
 @pytest.mark.pure
 def test_queueing_behind_max_num_seqs():
-    prof = _instant_frontend()
-    prof = dataclasses.replace(prof, engine=dataclasses.replace(prof.engine, max_num_seqs=2))
+    prof = _max_num_seqs(_instant_frontend(), 2)
     a, b, c = _run(_engine(prof)[0], [100, 100, 100])
     # c is admitted only when a slot frees (a and b end in the same step), then pays its own prefill.
     assert c.times[0] - max(a.times[-1], b.times[-1]) == pytest.approx(step_time_s(prof.step, 100, 0, prefill_pairs(0, 100)))
@@ -137,7 +140,7 @@ def test_fixed_mode_exact_and_no_prefill_queue():
 
 @pytest.mark.pure
 def test_the_engine_keeps_vllms_request_histograms():
-    eng, _ = _engine(fixed_ttft_s=0.05, fixed_itl_s=0.02, profile=dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), max_num_seqs=2))
+    eng, _ = _engine(fixed_ttft_s=0.05, fixed_itl_s=0.02, profile=_max_num_seqs(lookup_profile("h100", "gpt-oss-20b"), 2))
     _run(eng, [100] * 3, max_tokens=11)  # the third waits for a slot: 0.05 + 10 * 0.02 = 0.25 s
     h = eng.latency
     assert h.time_to_first_token.counts[h.time_to_first_token.bounds.index(0.06)] == 2  # 0.05 s: le=0.06

@@ -19,7 +19,8 @@ USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare 
 def _figures(dirs: list[str]) -> int:
     from llmload.results.storage import CAPACITY_FILE
     from plots.capacity import load_capacity
-    from plots.figures import capacity_figure, draw_all
+    from plots.capacity_figure import capacity_figure
+    from plots.figures import draw_all
     from plots.html import table_html, write_report
     from plots.results import load_results
     from plots.tables import compare_rows, compare_table, match_cells

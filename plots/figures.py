@@ -15,19 +15,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
+from llmload.results.metrics import BY_NAME, METRICS
 from plots.drawing import (COLORS, LINESTYLES, PALETTE, STYLE, FigureData, draw_series, effort_color, figure_legend,
                            gpu_marker, line_figure, line_style, panel_grid, plt, save_figure, stamp_of)
-from plots.points import (AXIS_LABELS, Metric, Series, effort_key, effort_parts, fmt, grouped, slo_value, sort_key,
+from plots.points import (AXIS_LABELS, Plotted, Series, effort_key, effort_parts, fmt, grouped, slo_value, sort_key,
                           varying, x_axis)
 from plots.results import MeasuredCell
 from plots.timelines import kv_cache_timeline, server_timeline
 
-__all__ = ["FigureData", "Series", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
+__all__ = ["FigureData", "Series", "METRIC_FIGURES", "STUDY_FIGURES", "BEYOND_FIGURES", "draw_all"]
 
 
-# ---- figures 1, 2 and the beyond-study per-setting metrics -----------------------------------------
+# ---- figures 1, 2 and the per-setting ones beyond the study (a metric's: results/metrics.py) ---------
 
-def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
+def _vs_setting(name: str, title: str, ylabel: str, metric: Plotted):
     """A figure of ``metric`` against the setting the cells vary (users in a user sweep), one colour per effort
     (a mixed run: its whole, and each effort's part in that effort's colour)."""
     def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
@@ -41,19 +42,18 @@ def _vs_setting(name: str, title: str, ylabel: str, metric: Metric):
     return figure
 
 
-RESPONSE_TIME = Metric("response_time_ms.median", "response_time_ms.count", band="response_time_ms.p90", slo="e2e")
+RESPONSE_TIME = Plotted.median_of(BY_NAME["e2e"])
 fig1_response_time = _vs_setting("fig1_response_time", "Fig. 1: median response time", "median response time (ms)", RESPONSE_TIME)
-fig2_requests_per_s = _vs_setting("fig2_requests_per_s", "Fig. 2: requests per second", "requests/s", Metric("rps", "requests_ok"))
-ttft_vs_users = _vs_setting("ttft_vs_users", "Time to first token (median)", "median TTFT (ms)",
-                            Metric("ttft_ms.median", "ttft_ms.count", band="ttft_ms.p90", slo="ttft"))
-ttfvt_vs_users = _vs_setting("ttfvt_vs_users", "Time to first visible token (median)", "median TTFVT (ms)",
-                             Metric("ttfvt_ms.median", "ttfvt_ms.count", band="ttfvt_ms.p90", slo="ttfvt"))
-tpot_vs_users = _vs_setting("tpot_vs_users", "Time per output token (median)", "median TPOT (ms/token)",
-                            Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="tpot"))
+fig2_requests_per_s = _vs_setting("fig2_requests_per_s", "Fig. 2: requests per second", "requests/s", Plotted("rps", "requests_ok"))
+METRIC_FIGURES: dict[str, Callable] = {
+    f"{m.name}_vs_users": _vs_setting(f"{m.name}_vs_users", f"{m.title} (median)",
+                                      f"median {m.label} ({m.unit}{'/token' if m.per_token else ''})", Plotted.median_of(m))
+    for m in METRICS if m.figure}
+"""One figure per metric of the metric table that asks for one (``ttft_vs_users``, ...), by name."""
 reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output tokens", "reasoning tokens (% of output)",
-                              Metric("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
+                              Plotted("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
 answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
-                             Metric("answered_ratio", "requests_ok", scale=100.0))
+                             Plotted("answered_ratio", "requests_ok", scale=100.0))
 
 
 # ---- figure 3: output tokens per model and effort -------------------------------------------------
@@ -138,7 +138,7 @@ def fig4_max_tokens(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
 
 # ---- figures 5-8: one GPU vs another ----------------------------------------------------------------
 
-def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
+def _vs_gpu(name: str, title: str, ylabel: str, metric: Plotted):
     def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
         by: dict[tuple[str, str], set[str]] = defaultdict(set)
         for c in cells:
@@ -160,11 +160,11 @@ def _vs_gpu(name: str, title: str, ylabel: str, metric: Metric):
 fig5_gpu_response_time = _vs_gpu("fig5_gpu_response_time", "Fig. 5: median response time, GPU vs GPU", "median response time (ms)",
                                  RESPONSE_TIME)
 fig6_gpu_requests_per_s = _vs_gpu("fig6_gpu_requests_per_s", "Fig. 6: requests per second, GPU vs GPU", "requests/s",
-                                  Metric("rps", "requests_ok"))
+                                  Plotted("rps", "requests_ok"))
 fig7_gpu_tpot = _vs_gpu("fig7_gpu_tpot", "Fig. 7: median time per output token, GPU vs GPU", "median TPOT (ms/token)",
-                        Metric("tpot_ms.median", "tpot_ms.count", band="tpot_ms.p90", slo="tpot"))
+                        Plotted.median_of(BY_NAME["tpot"]))
 fig8_gpu_output_throughput = _vs_gpu("fig8_gpu_output_throughput", "Fig. 8: output throughput, GPU vs GPU", "output throughput (tok/s)",
-                                     Metric("output_throughput_tok_s", "requests_ok"))
+                                     Plotted("output_throughput_tok_s", "requests_ok"))
 
 
 # ---- beyond the study -------------------------------------------------------------------------------
@@ -217,8 +217,8 @@ def throughput_vs_latency(cells: Sequence[MeasuredCell], out: Path) -> FigureDat
 
 STUDY_FIGURES = (fig1_response_time, fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens,
                  fig5_gpu_response_time, fig6_gpu_requests_per_s, fig7_gpu_tpot, fig8_gpu_output_throughput)
-BEYOND_FIGURES = (ttft_vs_users, ttfvt_vs_users, tpot_vs_users, throughput_vs_latency, server_timeline, kv_cache_timeline,
-                  reasoning_share, answered_share)
+BEYOND_FIGURES = (*METRIC_FIGURES.values(), throughput_vs_latency, server_timeline, kv_cache_timeline, reasoning_share,
+                  answered_share)
 
 
 _work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None

@@ -14,6 +14,7 @@ import pytest
 
 from factories import make_record
 from llmload.errors import ResultsError
+from llmload.results.metrics import METRICS
 from llmload.results.records import RECORD_SCHEMA_VERSION, RequestRecord, read_records
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
@@ -142,3 +143,17 @@ def test_the_first_summaries_still_read(tmp_path):
     summary = read_summary(tmp_path)
     assert (summary.schema_version, summary.requests_ok, summary.slo, summary.rps_ci95) == (1, 1, [], None)
     assert summary.ttft_ms.median == now["ttft_ms"]["median"]
+
+
+def test_a_summary_older_than_a_metric_reads_it_as_measured_on_no_request(tmp_path):
+    """A summary.json written before the metric table's last row was added: it reads, that metric counted on no request."""
+    newest = METRICS[-1].summary
+    now = summarize([make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="low"),
+                     make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="high")]).to_dict()
+    assert now[newest]["count"] and set(now["by_effort"]) == {"low", "high"}
+    old = {k: v for k, v in now.items() if k != newest}
+    old["by_effort"] = {e: {k: v for k, v in part.items() if k != newest} for e, part in now["by_effort"].items()}
+    (tmp_path / SUMMARY_FILE).write_bytes(orjson.dumps({**old, "schema_version": SUMMARY_SCHEMA_VERSION - 1}))
+    summary = read_summary(tmp_path)
+    assert (getattr(summary, newest).count, getattr(summary, newest).median) == (0, None)
+    assert getattr(summary.by_effort["low"], newest).count == 0 and summary.ttft_ms.median == now["ttft_ms"]["median"]

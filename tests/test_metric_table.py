@@ -48,3 +48,33 @@ def test_a_pooled_metric_gives_every_gap_and_others_one_value_or_none():
     assert itl.sample_s([answered, unanswered]) == [0.01, 0.02]
     assert ttfvt.request_values_s(answered) == [0.3] and ttfvt.request_values_s(unanswered) == []
     assert ttfvt.path("p90") == "ttfvt_ms.p90" and ttfvt.scale == 1000.0
+
+
+def test_a_row_reaches_every_view():
+    """The decode row (added as a row and RequestRecord.decode_s, nothing else): summary, SLO, result block,
+    web UI table, figure, crosscheck; not vllm_bench.json (vLLM bench has no such figure)."""
+    from llmload.crosscheck.compare import METRICS as CROSSCHECK_METRICS, compare, suite_metrics
+    from llmload.loadtest.live import LiveStats
+    from llmload.results.report import format_result
+    from llmload.results.slo import parse_slos
+    from llmload.results.vllm_bench import vllm_bench_result
+    from plots.figures import BEYOND_FIGURES, METRIC_FIGURES
+
+    records = [make_record(request_id=f"r{i}", e2e_s=1.0 + i, ttft_s=0.2, itl_s=[0.4 + i], completion_tokens=2,
+                           answered=True) for i in range(3)]
+    summary = summarize(records, slos=parse_slos("decode_p90<=2s"))
+    assert summary.decode_ms.median == pytest.approx(1800.0)  # E2E - TTFT: 0.8, 1.8, 2.8 s
+    (verdict,) = summary.slo
+    assert (verdict.slo, verdict.passed, verdict.value_ms) == ("decode_p90<=2s", False, pytest.approx(2600.0))
+    assert summary.goodput_rps == pytest.approx(2 / summary.duration_s)  # the third request's 2.8 s is over 2 s
+    block = format_result(summary)
+    assert "Decode Time (E2E - TTFT)" in block and "Median decode time (ms):                1800.00" in block
+    live = LiveStats()
+    for r in records:
+        live.add(r)
+    assert {row["metric"]: row for row in live.rows()}["decode time (ms)"]["count"] == 3
+    assert METRIC_FIGURES["decode_vs_users"] in BEYOND_FIGURES
+    assert suite_metrics(summary)["median_decode_ms"] == pytest.approx(1800.0)
+    row = next(r for r in compare({}, {"median_decode_ms": [1800.0]}, reasoning=False) if r.metric == "median_decode_ms")
+    assert "median_decode_ms" in CROSSCHECK_METRICS and row.definitions == ("none", BY_NAME["decode"].description)
+    assert not any("decode" in key for key in vllm_bench_result(records, {}))

@@ -57,6 +57,7 @@ SUMMARY_FIELDS[2] = {
     "ServerVsClient": SUMMARY_FIELDS[1]["ServerVsClient"] + " causes client_lag_p99_ms e2e_allowance_ms tokens_per_event "
                                                            "tokens_per_burst",
 }
+SUMMARY_FIELDS[3] = {**SUMMARY_FIELDS[2], "Measures": SUMMARY_FIELDS[2]["Measures"] + " decode_ms"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

@@ -93,6 +93,9 @@ METRICS: tuple[Metric, ...] = (
            "(E2E - TTFT) / (output tokens - 1)", needs_two_events=True, vllm="tpot", figure=True, per_token=True),
     Metric("itl", "itl_s", "itl_ms", "ITL", "Inter-token latency", "Inter-token Latency",
            "gaps between chunks carrying tokens", pooled=True, needs_two_events=True, vllm="itl", chart=True),
+    Metric("decode", "decode_s", "decode_ms", "decode time", "Decode time", "Decode Time (E2E - TTFT)",
+           "E2E - TTFT: the stream after its first token (vLLM's server times it as request_decode_time_seconds)",
+           needs_two_events=True, figure=True),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 VLLM_ORDER = ("ttft", "tpot", "itl", "e2el")

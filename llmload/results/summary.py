@@ -13,6 +13,8 @@ file lacks taking its default or None, and names a newer one in one line):
        a version-1 file may lack them.
     2  2026-12-04: delivery, warnings and server_vs_client's causes added; no TPOT for answers sent in one
        event (`llmload report` computes a version-1 summary again from samples.jsonl).
+    3  2026-12-05: decode_ms (E2E - TTFT, the metric table's decode row), in the run's measures and each effort's;
+       an older file reads as having measured none of it (`llmload report` computes it from samples.jsonl).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -43,7 +45,7 @@ __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ class Measures:
     """What a set of records measured: the whole run's, or one group's (each effort of a mixed run).
 
     After ``reasoning_ratio`` come the metric table's Distributions, one per row in its order (``response_time_ms``,
-    ``ttft_ms``, ``ttfvt_ms``, ``tpot_ms``, ``itl_ms``, ...), each in the row's unit.
+    ``ttft_ms``, ``ttfvt_ms``, ``tpot_ms``, ``itl_ms``, ``decode_ms``, ...), each in the row's unit.
     """
 
     requests_ok: int

@@ -147,7 +147,7 @@ def test_the_first_summaries_still_read(tmp_path):
 
 
 def test_a_summary_older_than_a_metric_reads_it_as_measured_on_no_request(tmp_path):
-    """A summary.json written before the metric table's last row was added: it reads, that metric counted on no request."""
+    """A summary.json written before the metric table's last row: it reads, that metric counted on no request."""
     newest = METRICS[-1].summary
     now = summarize([make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="low"),
                      make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="high")]).to_dict()

@@ -26,8 +26,8 @@ from llmload.results.metrics import METRICS
 from llmload.results.provenance import rehearsal_text
 from llmload.results.records import RequestRecord
 
-__all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "charts_page", "SERIES_PATH", "CHARTS_PATH", "TARGET_PATH",
-           "WINDOW_S"]
+__all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "charts_page", "SERIES_PATH", "CHARTS_PATH",
+           "TARGET_PATH", "WINDOW_S"]
 
 SERIES_PATH = "/llmload/series"
 CHARTS_PATH = "/llmload/charts"
@@ -236,9 +236,10 @@ def charts_page() -> bytes:
     for m in _CHARTS:
         boxes.append(f'  <div class="chart"><h3>{html.escape(m.title)} ({m.unit})</h3><svg id="{m.name}"></svg>'
                      f'<div class="key" id="{m.name}-key"></div></div>\n')
-        lines.append(f'  {m.name}: [["{m.name}_{m.unit}_p50", "p50", "#1f77b4"], ["{m.name}_{m.unit}_p90", "p90", "#ff7f0e"]],\n')
-    page = _asset("charts.html")
-    return page.replace(b"<!--llmload:charts-->\n", "".join(boxes).encode()).replace(b"/*llmload:series*/\n", "".join(lines).encode())
+        key = f"{m.name}_{m.unit}"
+        lines.append(f'  {m.name}: [["{key}_p50", "p50", "#1f77b4"], ["{key}_p90", "p90", "#ff7f0e"]],\n')
+    page = _asset("charts.html").replace(b"<!--llmload:charts-->\n", "".join(boxes).encode())
+    return page.replace(b"/*llmload:series*/\n", "".join(lines).encode())
 
 
 def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | None"]) -> None:

@@ -100,7 +100,8 @@ METRICS: tuple[Metric, ...] = (
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 VLLM_ORDER = ("ttft", "tpot", "itl", "e2el")
 """vLLM bench's latency metrics in the order it reports them (its ``--percentile-metrics`` default)."""
-VLLM_METRICS: tuple[Metric, ...] = tuple(sorted((m for m in METRICS if m.vllm), key=lambda m: VLLM_ORDER.index(m.vllm or "")))
+VLLM_METRICS: tuple[Metric, ...] = tuple(sorted((m for m in METRICS if m.vllm),
+                                                key=lambda m: VLLM_ORDER.index(m.vllm or "")))
 """The metrics vLLM bench reports too, in its order."""
 OWN_METRICS: tuple[Metric, ...] = tuple(m for m in METRICS if not m.vllm)
 """The metrics only llmload reports, in the table's order."""

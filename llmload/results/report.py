@@ -47,7 +47,7 @@ def _with_ci(label: str, record: Any, name: str) -> str:
 
 
 def _latency(part: Measures, metric: Metric, one_event: bool) -> list[str]:
-    """A metric's rows; ``one_event``: every answer came in one event, so a metric timed between events has nothing to time."""
+    """A metric's rows; ``one_event``: every answer came in one event, so one timed between events has nothing to time."""
     d: Distribution = getattr(part, metric.summary)
     name = f"{metric.label} ({metric.unit})"
     if one_event and metric.needs_two_events:
@@ -107,7 +107,7 @@ def _slo_rows(part: Measures) -> list[str]:
 
 
 def _group_part(title: str, part: Measures, requests_ok: int) -> list[str]:
-    """One group's rows (an effort of a mixed run): its share, rate, and the median and p90 of each per-request metric."""
+    """One group's rows (an effort of a mixed run): its share, rate, and each per-request metric's median and p90."""
     share = f" ({part.requests_ok / requests_ok:.1%})" if requests_ok else ""
     rows = [_rule(f"{title}{share}"), _row("Successful requests:", part.requests_ok),
             _row("Failed requests:", part.requests_failed), _with_ci("Request throughput (req/s):", part, "rps")]

@@ -117,7 +117,8 @@ def _request_value_s(record: RequestRecord, slo: Slo) -> float | None:
 
 
 def is_good(record: RequestRecord, slos: Sequence[Slo]) -> bool:
-    """Succeeded, answered, and within every limit (a request with a single token or gap has no TPOT or ITL to fail)."""
+    """Succeeded, answered, and within every limit (a request with nothing to time for a metric, such as no TPOT
+    from a single token, has nothing to fail there)."""
     if not (record.ok and record.answered):
         return False
     values_s = (_request_value_s(record, slo) for slo in slos)

@@ -1,9 +1,9 @@
 """vllm_bench.json: a run's records in the form ``vllm bench serve --save-result`` writes.
 
 Same keys and units as vLLM's bench (benchmarks/serve.py): throughputs per second, ``*_ms``
-statistics (``mean_``, ``median_``, ``std_`` (population), ``p90_``, ``p99_``) of the metrics it reports
-(ttft, tpot, itl and e2el: results/metrics.py's VLLM_METRICS), and per-request arrays in seconds; a failed request has ttft 0, no itls, latency 0 and
-output length 0, as there. Where the suite counts differently, the ``llmload`` block says how.
+statistics (``mean_``, ``median_``, ``std_`` (population), ``p90_``, ``p99_``) of the metrics it
+reports (ttft, tpot, itl and e2el: results/metrics.py's VLLM_METRICS), and per-request arrays in
+seconds; a failed request has ttft 0, no itls, latency 0 and output length 0, as there. Where the suite counts differently, the ``llmload`` block says how.
 """
 
 from __future__ import annotations

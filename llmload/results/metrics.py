@@ -79,7 +79,10 @@ class Metric:
 
     def sample_s(self, records: Iterable[RequestRecord]) -> list[float]:
         """Every value of ``records`` in seconds, in order (the caller picks the records: successful ones)."""
-        return [value for record in records for value in self.request_values_s(record)]
+        name = self.record
+        if self.pooled:
+            return [value for record in records for value in getattr(record, name)]
+        return [value for record in records if (value := getattr(record, name)) is not None]
 
 
 METRICS: tuple[Metric, ...] = (

@@ -339,7 +339,7 @@ def _capacity(settings: Sequence[str]) -> int:
                         exported=_exported(parsed))
     if code == 0:
         from plots.capacity import load_capacity
-        from plots.figures import capacity_figure
+        from plots.capacity_figure import capacity_figure
 
         drawn = capacity_figure(load_capacity(out), out)
         print(f"Figure: {drawn.files[0]}" if drawn.files else f"No figure: {drawn.note}")

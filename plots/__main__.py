@@ -20,7 +20,8 @@ def _figures(dirs: list[str]) -> int:
     from llmload.results.storage import CAPACITY_FILE
     from plots.capacity import load_capacity
     from plots.decision import decision_table, predicted_table
-    from plots.figures import capacity_figure, draw_all
+    from plots.capacity_figure import capacity_figure
+    from plots.figures import draw_all
     from plots.html import table_html, write_report
     from plots.results import load_results
     from plots.tables import compare_rows, compare_table, match_cells

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from llmload.files import write_atomic
 from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_text
-from plots.figures import FigureData
+from plots.drawing import FigureData
 from plots.results import Results
 from plots.tables import Table, cells_table
 

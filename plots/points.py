@@ -13,10 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from llmload.results.metrics import Metric
 from llmload.results.slo import parse_slos
 from plots.results import MeasuredCell, effort_part
 
-__all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Metric", "Series", "sort_key", "effort_key", "varying",
+__all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Plotted", "Series", "sort_key", "effort_key", "varying",
            "fmt", "x_axis", "grouped", "slo_value", "effort_parts"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
@@ -30,7 +31,7 @@ THIN_SAMPLE = 20
 
 
 @dataclass(frozen=True)
-class Metric:
+class Plotted:
     """One summary figure to plot, and where its sample size, band and SLO come from."""
 
     path: str
@@ -42,6 +43,11 @@ class Metric:
     """Upper edge of the band drawn above the value, e.g. ``ttft_ms.p90``."""
     slo: str | None = None
     """The SLO metric on this value (``ttft``, as in SLO=ttft_p90<=2s): the runs' limit is drawn as a line."""
+
+    @classmethod
+    def median_of(cls, metric: Metric) -> "Plotted":
+        """A metric of the metric table: its median, the band up to its p90, its SLO line."""
+        return cls(metric.path("median"), metric.path("count"), band=metric.path("p90"), slo=metric.name)
 
     def value(self, cell: MeasuredCell) -> float | None:
         v = cell.metric(self.path)
@@ -125,7 +131,7 @@ def x_axis(cells: Sequence[MeasuredCell], exclude: Sequence[str] = ()) -> str:
     return next((a for a in AXES if a not in exclude and a in varying(runs, AXES)), "users")
 
 
-def slo_value(cells: Sequence[MeasuredCell], metric: Metric) -> float | None:
+def slo_value(cells: Sequence[MeasuredCell], metric: Plotted) -> float | None:
     """The SLO the runs set on this metric (the first cell's that has one), scaled like the metric."""
     if metric.slo is None:
         return None
@@ -137,7 +143,7 @@ def slo_value(cells: Sequence[MeasuredCell], metric: Metric) -> float | None:
 
 
 def grouped(cells: Sequence[MeasuredCell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
-            metric: Metric) -> dict[str, dict[str, Series]]:
+            metric: Plotted) -> dict[str, dict[str, Series]]:
     """Panels keyed by panel_attrs (plus every other varying setting, so no two cells share a point),
     series by series_attrs, points sorted by x; cells without the value are left out."""
     panel_attrs = [a for a in panel_attrs if a != x_attr]

@@ -65,3 +65,11 @@ def test_summary_of_a_small_run():
 def test_summary_of_nothing():
     s = summarize([])
     assert s.requests_ok == 0 and s.rps == 0.0 and s.answered_ratio is None and s.ttft_ms.mean is None
+
+
+def test_decode_time_is_e2e_after_the_first_token():
+    first, second = rec(0.0, 1.0, 0.2, [0.4, 0.4], 3), rec(1.0, 2.0, 0.5, [1.5], 2)
+    assert first.decode_s == pytest.approx(0.8) and second.decode_s == pytest.approx(1.5)
+    assert rec(0.0, 1.0, 0.99, [], 10).decode_s is None  # one event: decoded before the client saw a token
+    summary = summarize([first, second])
+    assert summary.decode_ms.count == 2 and summary.decode_ms.mean == pytest.approx((800 + 1500) / 2)

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import REPO, run_cli
 from llmload.results.records import read_records
-from plots.figures import (BEYOND_FIGURES, STUDY_FIGURES, answered_share, draw_all, fig1_response_time, fig2_requests_per_s, fig3_output_tokens,
-                           fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline, server_timeline, throughput_vs_latency,
-                           ttft_vs_users)
+from plots.figures import (BEYOND_FIGURES, METRIC_FIGURES, STUDY_FIGURES, answered_share, draw_all, fig1_response_time,
+                           fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline,
+                           server_timeline, throughput_vs_latency)
 from plots.results import ResultsError, load_results
 from plots.tables import compare, compare_rows, compare_table, outputs_differ, pct_change
 
@@ -150,7 +150,7 @@ def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     summary = replace(first.summary, ttft_ms=replace(first.summary.ttft_ms, median_ci95=[1.0, 99.0], count=3),
                       config={**first.config, "slo": "ttft_p90<=250ms,tpot_p90<=50ms"})  # as SLO= records it
     changed = [replace(first, summary=summary), *cells[1:]]
-    data = ttft_vs_users(changed, tmp_path)
+    data = METRIC_FIGURES["ttft_vs_users"](changed, tmp_path)
     assert data.slo == 250.0
     points = [(s.ci95[i], s.thin[i]) for panel in data.panels.values() for s in panel.values() for i in range(len(s.x))]
     assert ((1.0, 99.0), True) in points  # the interval issue-15 adds to summary.json; n=3 is thin

@@ -12,7 +12,7 @@ from llmload.results.slo import parse_slos
 from llmload.results.storage import write_summary
 from llmload.results.summary import summarize
 from plots.capacity import WHOLE_RUN, load_capacity
-from plots.figures import capacity_figure
+from plots.capacity_figure import capacity_figure
 
 pytestmark = pytest.mark.pure
 

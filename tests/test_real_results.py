@@ -36,13 +36,16 @@ def test_report_names_bursts_and_says_tpot_and_itl_are_not_measurable(run, tmp_p
     assert "Mean ITL (ms):                          not measurable (every answer came in one event)" in out
     assert "0.00" not in out.split("Time per Output Token")[1].split("End-to-end Latency")[0]
     assert "cause: bursts" in out and "Cause found: bursts: the server sent its tokens in bursts (256.0 tokens per event" in out
-    assert "warning: every answer came in one event (256.0 tokens per event): TPOT and ITL are not measurable" in out
+    assert "Mean decode time (ms):                  not measurable (every answer came in one event)" in out
+    assert ("warning: every answer came in one event (256.0 tokens per event): TPOT, ITL and decode time are not "
+            "measurable") in out
     assert (folder / SUMMARY_FILE).read_bytes() == before  # the run's own summary is left as it is
 
 
 def test_the_summary_keeps_no_tpot_and_says_why(tmp_path):
     summary = recompute_summary(_copy("suite-c16-run2", tmp_path))
     assert summary.tpot_ms.count == 0 and summary.tpot_ms.mean is None and summary.itl_ms.mean is None
+    assert summary.decode_ms.count == 0
     assert summary.delivery.every_answer_in_one_event and summary.delivery.tokens_per_event == 256.0
     assert len(summary.warnings) == 1 and "not measurable" in summary.warnings[0]
     data = orjson.loads(orjson.dumps(summary.to_dict()))

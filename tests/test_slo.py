@@ -24,7 +24,7 @@ def test_slos_parse_with_units():
     ("ttft_p90<=2", "'ttft_p90<=2' needs a unit, ms or s: ttft_p90<=2s or ttft_p90<=2ms"),
     ("ttft_p90<=2min", "needs a unit, ms or s"),
     ("ttft_p95<=2s", "names no known statistic; use one of mean, median, p50, p90, p99"),
-    ("latency_p90<=2s", "names no known metric; use one of ttft, ttfvt, tpot, itl, e2e"),
+    ("latency_p90<=2s", "names no known metric; use one of e2e, ttft, ttfvt, tpot, itl"),
     ("ttft_p90<2s", "'ttft_p90<2s' is not <metric>_<stat><=<number><unit>"),
     ("ttft_p90<=2s,", "'' is not <metric>_<stat><=<number><unit>"),
     ("ttft_p50<=1s,ttft_median<=2s", "ttft_median is given twice"),

@@ -14,6 +14,8 @@ import pytest
 
 from factories import make_record
 from llmload.errors import ResultsError
+from llmload.results.metrics import METRICS
+from llmload.results.predicted import predict_played
 from llmload.results.records import RECORD_SCHEMA_VERSION, RequestRecord, read_records
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, read_summary, rebuild_summary
 from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
@@ -68,6 +70,8 @@ SUMMARY_FIELDS[3] = {
             "usd_per_thousand_requests usd_per_thousand_requests_ci95 usd_per_million_goodput_tokens "
             "usd_per_million_goodput_tokens_ci95",
 }
+SUMMARY_FIELDS[4] = {**SUMMARY_FIELDS[3], "Measures": SUMMARY_FIELDS[3]["Measures"] + " decode_ms",
+                      "Predicted": SUMMARY_FIELDS[3]["Predicted"] + " decode_ms"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 
@@ -154,3 +158,22 @@ def test_the_first_summaries_still_read(tmp_path):
     summary = read_summary(tmp_path)
     assert (summary.schema_version, summary.requests_ok, summary.slo, summary.rps_ci95) == (1, 1, [], None)
     assert summary.ttft_ms.median == now["ttft_ms"]["median"]
+
+
+def test_a_summary_older_than_a_metric_reads_it_as_measured_on_no_request(tmp_path):
+    """A summary.json written before the metric table's last row: it reads, that metric counted on no request."""
+    newest = METRICS[-1].summary
+    now = summarize([make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="low"),
+                     make_record(completion_tokens=5, itl_s=[0.01] * 4, effort="high")]).to_dict()
+    assert now[newest]["count"] and set(now["by_effort"]) == {"low", "high"}
+    played = predict_played(summarize([make_record(completion_tokens=5, itl_s=[0.01] * 4)]),
+                            {"rehearsal": True, "gpu_profile": "h200", "speedup": 4})
+    now["predicted"] = dataclasses.asdict(played)
+    old = {k: v for k, v in now.items() if k != newest}
+    old["by_effort"] = {e: {k: v for k, v in part.items() if k != newest} for e, part in now["by_effort"].items()}
+    old["predicted"] = {k: v for k, v in now["predicted"].items() if k != newest}
+    (tmp_path / SUMMARY_FILE).write_bytes(orjson.dumps({**old, "schema_version": SUMMARY_SCHEMA_VERSION - 1}))
+    summary = read_summary(tmp_path)
+    assert (getattr(summary, newest).count, getattr(summary, newest).median) == (0, None)
+    assert getattr(summary.by_effort["low"], newest).count == 0 and summary.ttft_ms.median == now["ttft_ms"]["median"]
+    assert getattr(summary.predicted, newest).median is None and summary.predicted.ttft_ms.median == played.ttft_ms.median

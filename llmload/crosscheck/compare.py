@@ -18,22 +18,23 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from llmload.results.metrics import OWN_METRICS, VLLM_FIRST, VLLM_METRICS
 from llmload.results.summary import Summary, metric_value
 
 __all__ = ["METRICS", "SERVER_KEYS", "SERVER_TOLERANCE_PCT", "Row", "bench_metrics", "suite_metrics", "compare",
            "format_table"]
 
-_LATENCIES = ("ttft", "tpot", "itl", "e2e")
 _STATS = ("mean", "median", "p99")
-# (metric, family): the family names the definitions the metric is measured by.
+# (metric, family): the family names the definitions the metric is measured by (a latency's: its name).
 _ROWS: tuple[tuple[str, str], ...] = (
     *((m, "counts") for m in ("requests_completed", "total_input_tokens", "total_output_tokens")),
     *((m, "throughput") for m in ("request_throughput_rps", "output_throughput_tok_s", "total_throughput_tok_s")),
-    *((f"{stat}_{latency}_ms", latency) for latency in _LATENCIES for stat in _STATS),
+    *((f"{stat}_{latency.name}_{latency.unit}", latency.name) for latency in VLLM_METRICS for stat in _STATS),
     # What a reasoning model changes, each tool's own figure beside the other's where it has one.
     ("mean_first_token_ms", "first_token"), ("mean_first_itl_ms", "first_itl"), ("median_first_itl_ms", "first_itl"),
     ("first_itl_under_1ms_share", "merged"),
-    *((f"{stat}_ttfvt_ms", "ttfvt") for stat in _STATS), ("mean_reasoning_tokens", "reasoning"),
+    *((f"{stat}_{latency.name}_{latency.unit}", latency.name) for latency in OWN_METRICS for stat in _STATS),
+    ("mean_reasoning_tokens", "reasoning"),
 )
 METRICS: tuple[str, ...] = tuple(metric for metric, _ in _ROWS)
 _COUNTS = tuple(metric for metric, family in _ROWS if family == "counts")
@@ -51,11 +52,9 @@ _BENCH_KEYS = {"requests_completed": "completed", "total_input_tokens": "total_i
                "total_output_tokens": "total_output_tokens",
                "request_throughput_rps": "request_throughput", "output_throughput_tok_s": "output_throughput",
                "total_throughput_tok_s": "total_token_throughput",
-               **{f"{stat}_{latency}_ms": f"{stat}_{'e2el' if latency == 'e2e' else latency}_ms"
-                  for latency in _LATENCIES for stat in _STATS}}
-# llmload's Summary: a distribution (its statistic appended) for latencies, a field for throughputs.
-_SUITE_LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms",
-                    "ttfvt": "ttfvt_ms"}
+               **{f"{stat}_{latency.name}_{latency.unit}": f"{stat}_{latency.vllm}_{latency.unit}"
+                  for latency in VLLM_METRICS for stat in _STATS}}
+# llmload's Summary: a field for throughputs (latencies: each metric's distribution, its statistic appended).
 _SUITE_FIELDS = {"requests_completed": "requests_ok", "total_input_tokens": "prompt_tokens.total",
                  "total_output_tokens": "output_tokens.total", "request_throughput_rps": "rps",
                  "output_throughput_tok_s": "output_throughput_tok_s", "total_throughput_tok_s": "total_throughput_tok_s"}
@@ -78,7 +77,7 @@ _DEFINITIONS = {
     "first_itl": ("its first ITL gap: the role-only chunk to the first chunk carrying a token",
                   "none: it counts no gap before the first token"),
     "merged": ("the share of requests whose role-only chunk and first token came within 1 ms (in one read)", "none"),
-    "ttfvt": ("none", "to the first answer (final-channel) token, after the reasoning"),
+    **{latency.name: ("none", latency.description) for latency in OWN_METRICS},
     "reasoning": ("none: it leaves delta.reasoning out of its text", "the server's reasoning_tokens per request"),
 }
 # What the definitions above do on a reasoning model (gpt-oss on vLLM), where the role-only chunk is sent with the
@@ -174,9 +173,9 @@ def bench_metrics(result: Mapping[str, Any]) -> dict[str, float | None]:
 def suite_metrics(summary: Summary) -> dict[str, float | None]:
     """The metrics of one llmload summary."""
     metrics: dict[str, float | None] = {metric: metric_value(summary, key) for metric, key in _SUITE_FIELDS.items()}
-    for latency, key in _SUITE_LATENCIES.items():
+    for latency in VLLM_FIRST:
         for stat in _STATS:
-            metrics[f"{stat}_{latency}_ms"] = metric_value(summary, f"{key}.{stat}")
+            metrics[f"{stat}_{latency.name}_{latency.unit}"] = metric_value(summary, latency.path(stat))
     metrics["mean_first_token_ms"] = metrics["mean_ttft_ms"]
     metrics["mean_reasoning_tokens"] = summary.reasoning_tokens.mean
     return metrics

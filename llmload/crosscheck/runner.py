@@ -34,6 +34,7 @@ from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
 from llmload.loadtest.server_window import ServerWindow
 from llmload.processes import die_with_parent
+from llmload.results.metrics import VLLM_METRICS
 from llmload.results.provenance import bare_model_name
 from llmload.results.reconcile import ServerAccount, server_account
 from llmload.results.storage import read_summary
@@ -70,7 +71,7 @@ def _bench_args(options: argparse.Namespace, host: str, model: str, prompts: Pat
             "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(requests),
             "--max-concurrency", str(options.num_users), "--ignore-eos", "--temperature", str(options.temperature),
             "--disable-tqdm",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            "--percentile-metrics", ",".join(m.vllm or "" for m in VLLM_METRICS), "--metric-percentiles", "50,99",
             "--save-result", "--save-detailed", "--result-dir", str(result.parent), "--result-filename", result.name]
     if options.effort != "none":
         args += ["--extra-body", orjson.dumps({"reasoning_effort": options.effort}).decode()]

@@ -1,4 +1,5 @@
-"""The web UI's LLM view: the *Streaming metrics* table and charts over time of TTFT, TTFVT, ITL and tokens/s.
+"""The web UI's LLM view: the *Streaming metrics* table and charts over time of tokens/s and of the metric table's
+charted metrics (TTFT, TTFVT, ITL: results/metrics.py).
 
 ``LiveStats`` keeps the current test's figures (bounded memory, bounded work per record); ``/llmload/series`` serves them as data
 (the charts page, ``/llmload/charts``, draws them); a small script in Locust's page puts that page
@@ -9,6 +10,7 @@ the table then say REHEARSAL beside the host, as the console banner and report.h
 
 from __future__ import annotations
 
+import html
 import time
 from collections import Counter
 from importlib import resources
@@ -19,17 +21,26 @@ from flask import request as flask_request
 
 from llmload.errors import ControlCallFailed
 from llmload.loadtest.preflight import simulator_identity
+from llmload.results.histogram import LogHistogram
+from llmload.results.metrics import METRICS
 from llmload.results.provenance import rehearsal_text
 from llmload.results.records import RequestRecord
-from llmload.results.histogram import LogHistogram
 
-__all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "SERIES_PATH", "CHARTS_PATH", "TARGET_PATH", "WINDOW_S"]
+__all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "charts_page", "SERIES_PATH", "CHARTS_PATH",
+           "TARGET_PATH", "WINDOW_S"]
 
 SERIES_PATH = "/llmload/series"
 CHARTS_PATH = "/llmload/charts"
 TARGET_PATH = "/llmload/target"
 WINDOW_S = 5.0
 """Width of one point of the charts over time, in seconds of the test."""
+_TABLE = tuple(m for m in METRICS if m.live)
+"""The metrics of the Streaming metrics table, in the metric table's order."""
+_CHARTS = tuple(m for m in METRICS if m.chart)
+_SPANS = tuple(m for m in _CHARTS if not m.pooled)
+"""Charted spans from a request's start: each drawn at start plus its value."""
+_GAPS = tuple(m for m in _CHARTS if m.pooled)
+"""Charted gaps between token events: each drawn at its closing event."""
 
 
 class _Values:
@@ -65,22 +76,21 @@ class _Values:
 class _Window:
     """What finished or arrived within one WINDOW_S of the test."""
 
-    __slots__ = ("ttft_s", "ttfvt_s", "itl_s", "output_tokens")
+    __slots__ = ("histograms", "output_tokens")
 
     def __init__(self) -> None:
-        self.ttft_s = LogHistogram()
-        self.ttfvt_s = LogHistogram()
-        self.itl_s = LogHistogram()
+        self.histograms = {m.name: LogHistogram() for m in _CHARTS}
         self.output_tokens = 0.0
 
     def point(self, index: int) -> dict[str, Any]:
-        """The charts' point: latencies in ms at p50 and p90 (within 2.2%), output tokens per second."""
+        """The charts' point: charted metrics at p50 and p90 (within 2.2%) in their unit, output tokens per second."""
         point: dict[str, Any] = {"t_s": (index + 1) * WINDOW_S, "output_tok_s": self.output_tokens / WINDOW_S}
-        for name, histogram in (("ttft", self.ttft_s), ("ttfvt", self.ttfvt_s), ("itl", self.itl_s)):
+        for m in _CHARTS:
+            histogram = self.histograms[m.name]
             p50, p90 = histogram.quantile_s(0.5), histogram.quantile_s(0.9)
-            point[f"{name}_ms_p50"] = None if p50 is None else p50 * 1000.0
-            point[f"{name}_ms_p90"] = None if p90 is None else p90 * 1000.0
-            point[f"{name}_n"] = histogram.count
+            point[f"{m.name}_{m.unit}_p50"] = None if p50 is None else p50 * m.scale
+            point[f"{m.name}_{m.unit}_p90"] = None if p90 is None else p90 * m.scale
+            point[f"{m.name}_n"] = histogram.count
         return point
 
 
@@ -100,7 +110,7 @@ class LiveStats:
         self.clear()
 
     def clear(self) -> None:
-        self.ttft_s, self.ttfvt_s, self.tpot_s, self.itl_s = _Values(), _Values(), _Values(), _Values()
+        self.metrics = {m.name: _Values() for m in _TABLE}
         self.output_tokens, self.reasoning_tokens, self.prompt_tokens = _Values(), _Values(), _Values()
         self.started_unix_s = self.clock()
         self.windows: dict[int, _Window] = {}
@@ -127,32 +137,33 @@ class LiveStats:
         self.ok += 1
         self.answered += r.answered
         self.finish_reasons[r.finish_reason or "none"] += 1
-        for values, value in ((self.ttft_s, r.ttft_s), (self.ttfvt_s, r.ttfvt_s), (self.tpot_s, r.tpot_s),
-                              (self.output_tokens, r.completion_tokens), (self.reasoning_tokens, r.reasoning_tokens),
-                              (self.prompt_tokens, r.prompt_tokens)):
-            if value is not None:
+        for m in _TABLE:
+            values = self.metrics[m.name]
+            for value in m.request_values_s(r):
                 values.add(value)
-        itl = self.itl_s
-        for gap in r.itl_s:
-            itl.add(gap)
+        for counts, count in ((self.output_tokens, r.completion_tokens), (self.reasoning_tokens, r.reasoning_tokens),
+                              (self.prompt_tokens, r.prompt_tokens)):
+            if count is not None:
+                counts.add(count)
         self._add_to_windows(r)
 
     def _add_to_windows(self, r: RequestRecord) -> None:
-        """Latencies go to the window their moment fell in; output tokens spread over the events that carried them."""
+        """Values go to the window their moment fell in; output tokens spread over the events that carried them."""
         if r.ttft_s is None:
             return
+        for m in _SPANS:
+            for value in m.request_values_s(r):
+                self._window(r.start_unix_s + value).histograms[m.name].add(value)
+        gaps = [m.request_values_s(r) for m in _GAPS]
         t = r.start_unix_s + r.ttft_s
-        window = self._window(t)
-        window.ttft_s.add(r.ttft_s)
-        if r.ttfvt_s is not None:
-            self._window(r.start_unix_s + r.ttfvt_s).ttfvt_s.add(r.ttfvt_s)
         per_event = (r.completion_tokens or 0) / (1 + len(r.itl_s))
-        window.output_tokens += per_event
-        for gap in r.itl_s:
+        self._window(t).output_tokens += per_event
+        for i, gap in enumerate(r.itl_s):
             t += gap
-            w = self._window(t)
-            w.output_tokens += per_event
-            w.itl_s.add(gap)
+            window = self._window(t)
+            window.output_tokens += per_event
+            for m, values in zip(_GAPS, gaps):
+                window.histograms[m.name].add(values[i])
 
     def series(self) -> dict[str, Any]:
         """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s)."""
@@ -167,9 +178,8 @@ class LiveStats:
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [_row(f"results folder: {self.run_dir}")] if self.run_dir else []
-        for name, values in (("TTFT (ms)", self.ttft_s), ("TTFVT (ms)", self.ttfvt_s),
-                             ("TPOT (ms)", self.tpot_s), ("ITL (ms)", self.itl_s)):
-            rows.append(values.row(name, 1000.0))
+        for m in _TABLE:
+            rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit})", m.scale))
         for name, counts in (("output tokens", self.output_tokens), ("reasoning tokens", self.reasoning_tokens),
                              ("prompt tokens", self.prompt_tokens)):
             rows.append(counts.row(name, percentiles=False))
@@ -178,8 +188,8 @@ class LiveStats:
         rows.append(_row("output tokens/s (mean so far)", self.output_tokens.count, output / elapsed_s))
         if self.played is not None:
             label, speedup = self.played
-            for name, values in (("TTFT (ms)", self.ttft_s), ("TPOT (ms)", self.tpot_s), ("ITL (ms)", self.itl_s)):
-                rows.append(values.row(f"{name} {label}", 1000.0 * speedup))
+            for m in _TABLE:  # every time scales back by the speedup
+                rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit}) {label}", m.scale * speedup))
             rows.append(_row(f"output tokens/s {label}", self.output_tokens.count, output / elapsed_s / speedup))
         rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
         rows.append(_row("reasoning share of output (%)", self.reasoning_tokens.count,
@@ -227,6 +237,18 @@ def _asset(name: str) -> bytes:
     return resources.files("llmload").joinpath(f"data/webui/{name}").read_bytes()
 
 
+def charts_page() -> bytes:
+    """The charts page with one chart per charted metric (p50 and p90 lines) before the output tokens' chart."""
+    boxes, lines = [], []
+    for m in _CHARTS:
+        boxes.append(f'  <div class="chart"><h3>{html.escape(m.title)} ({m.unit})</h3><svg id="{m.name}"></svg>'
+                     f'<div class="key" id="{m.name}-key"></div></div>\n')
+        key = f"{m.name}_{m.unit}"
+        lines.append(f'  {m.name}: [["{key}_p50", "p50", "#1f77b4"], ["{key}_p90", "p90", "#ff7f0e"]],\n')
+    page = _asset("charts.html").replace(b"<!--llmload:charts-->\n", "".join(boxes).encode())
+    return page.replace(b"/*llmload:series*/\n", "".join(lines).encode())
+
+
 def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | None"]) -> None:
     """Add the *Streaming metrics* tab, the series and target endpoints and the charts page to Locust's web UI."""
     # The form lists the options in the table's order (host, gpu, model, effort, ..., key last), not a-z.
@@ -254,7 +276,7 @@ def install_streaming_tab(web_ui: Any, live_stats: Callable[[], "LiveStats | Non
 
     @web_ui.app.route(CHARTS_PATH)
     def _charts() -> Any:
-        return web_ui.app.response_class(_asset("charts.html"), mimetype="text/html")
+        return web_ui.app.response_class(charts_page(), mimetype="text/html")
 
     @web_ui.app.after_request
     def _add_streaming_stats(response: Any) -> Any:

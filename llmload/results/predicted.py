@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llmload.results.metrics import METRICS
 from llmload.results.provenance import is_rehearsal
 
 __all__ = ["Times", "Predicted", "predicted_label", "scaled_distribution", "scaled_interval", "predict_played"]
@@ -50,6 +51,8 @@ class Predicted:
     ttfvt_ms: Times
     tpot_ms: Times
     itl_ms: Times
+    decode_ms: Times
+    """One Times per row of the metric table (its summary field), each x SPEEDUP."""
 
 
 def predicted_label(served_by: dict[str, Any]) -> str:
@@ -95,6 +98,4 @@ def predict_played(measures: Any, served_by: dict[str, Any] | None) -> Predicted
         total_throughput_tok_s_ci95=scaled_interval(measures.total_throughput_tok_s_ci95, rate),
         goodput_rps=None if measures.goodput_rps is None else measures.goodput_rps * rate,
         goodput_rps_ci95=scaled_interval(measures.goodput_rps_ci95, rate),
-        response_time_ms=scaled_distribution(measures.response_time_ms, n), ttft_ms=scaled_distribution(measures.ttft_ms, n),
-        ttfvt_ms=scaled_distribution(measures.ttfvt_ms, n), tpot_ms=scaled_distribution(measures.tpot_ms, n),
-        itl_ms=scaled_distribution(measures.itl_ms, n))
+        **{m.summary: scaled_distribution(getattr(measures, m.summary), n) for m in METRICS})

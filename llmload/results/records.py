@@ -102,6 +102,15 @@ class RequestRecord:
         """Events that carried tokens: the first, then one per inter-token gap."""
         return 0 if self.ttft_s is None else len(self.itl_s) + 1
 
+    @property
+    def decode_s(self) -> float | None:
+        """E2E - TTFT: the stream after its first token, the client's view of the decode phase vLLM times itself
+        (``vllm:request_decode_time_seconds``), plus the wait for the usage chunk and [DONE]. None when the tokens
+        came in fewer than two events: the server decoded the answer before the client saw any of it."""
+        if self.ttft_s is None or self.token_events < 2:
+            return None
+        return self.e2e_s - self.ttft_s
+
     def to_json_line(self) -> bytes:
         return orjson.dumps(self) + b"\n"
 

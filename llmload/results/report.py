@@ -1,4 +1,5 @@
-"""The result block printed after a run, laid out like vLLM's ``bench serve``, plus reasoning figures.
+"""The result block printed after a run, laid out like vLLM's ``bench serve`` (its metrics first, then ours), plus
+reasoning figures.
 
 A figure with a 95% interval in summary.json has it printed after it as ``[lo, hi]``; a figure
 without one (too few samples, or an older summary) prints alone. An SLO's verdict reads PASS or FAIL, with a ``?``
@@ -11,6 +12,7 @@ from typing import Any, Sequence
 
 from llmload.results.cost import Cost
 from llmload.results.generator import GeneratorCheck, LagMs, ProcessCheck, limit_warning
+from llmload.results.metrics import VLLM_FIRST, Metric
 from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_by_of, served_by_text
 from llmload.results.reconcile import ServerVsClient
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
@@ -45,16 +47,18 @@ def _with_ci(label: str, record: Any, name: str) -> str:
     return _row(label, getattr(record, name)) + _interval(getattr(record, f"{name}_ci95"))
 
 
-def _latency(d: Distribution, name: str, title: str, unmeasurable: bool = False) -> list[str]:
-    """A latency's rows; ``unmeasurable``: every answer came in one event, so there is nothing to time."""
-    if unmeasurable:
-        return [_rule(title), _row(f"Mean {name} (ms):", "not measurable (every answer came in one event)")]
+def _latency(part: Measures, metric: Metric, one_event: bool) -> list[str]:
+    """A metric's rows; ``one_event``: every answer came in one event, so one timed between events has nothing to time."""
+    d: Distribution = getattr(part, metric.summary)
+    name = f"{metric.label} ({metric.unit})"
+    if one_event and metric.needs_two_events:
+        return [_rule(metric.heading), _row(f"Mean {name}:", "not measurable (every answer came in one event)")]
     return [
-        _rule(title),
-        _row(f"Mean {name} (ms):", d.mean),
-        _with_ci(f"Median {name} (ms):", d, "median"),
-        _with_ci(f"P90 {name} (ms):", d, "p90"),
-        _with_ci(f"P99 {name} (ms):", d, "p99"),
+        _rule(metric.heading),
+        _row(f"Mean {name}:", d.mean),
+        _with_ci(f"Median {name}:", d, "median"),
+        _with_ci(f"P90 {name}:", d, "p90"),
+        _with_ci(f"P99 {name}:", d, "p99"),
     ]
 
 
@@ -103,13 +107,14 @@ def _slo_rows(part: Measures) -> list[str]:
     return rows
 
 
-def _effort_part(effort: str, part: Measures, requests_ok: int) -> list[str]:
-    """One effort's rows in a mixed run: its share, rate, and median and p90 latencies."""
+def _group_part(title: str, part: Measures, requests_ok: int) -> list[str]:
+    """One group's rows (an effort of a mixed run): its share, rate, and each per-request metric's median and p90."""
     share = f" ({part.requests_ok / requests_ok:.1%})" if requests_ok else ""
-    rows = [_rule(f"Effort {effort}{share}"), _row("Successful requests:", part.requests_ok),
+    rows = [_rule(f"{title}{share}"), _row("Successful requests:", part.requests_ok),
             _row("Failed requests:", part.requests_failed), _with_ci("Request throughput (req/s):", part, "rps")]
-    for d, name in ((part.ttft_ms, "TTFT"), (part.tpot_ms, "TPOT"), (part.response_time_ms, "E2EL"), (part.ttfvt_ms, "TTFVT")):
-        rows += [_with_ci(f"Median {name} (ms):", d, "median"), _with_ci(f"P90 {name} (ms):", d, "p90")]
+    for metric in (m for m in VLLM_FIRST if not m.pooled):
+        d, name = getattr(part, metric.summary), f"{metric.label} ({metric.unit})"
+        rows += [_with_ci(f"Median {name}:", d, "median"), _with_ci(f"P90 {name}:", d, "p90")]
     return rows + _slo_rows(part)
 
 
@@ -171,11 +176,7 @@ def format_result(summary: Summary) -> str:
         _with_ci("Request throughput (req/s):", summary, "rps"),
         _with_ci("Output token throughput (tok/s):", summary, "output_throughput_tok_s"),
         _with_ci("Total token throughput (tok/s):", summary, "total_throughput_tok_s"),
-        *_latency(summary.ttft_ms, "TTFT", "Time to First Token"),
-        *_latency(summary.tpot_ms, "TPOT", "Time per Output Token (excl. 1st token)", one_event),
-        *_latency(summary.itl_ms, "ITL", "Inter-token Latency", one_event),
-        *_latency(summary.response_time_ms, "E2EL", "End-to-end Latency"),
-        *_latency(summary.ttfvt_ms, "TTFVT", "Time to First Visible Token"),
+        *(line for metric in VLLM_FIRST for line in _latency(summary, metric, one_event)),
         _rule("Reasoning"),
         _row("Mean reasoning tokens:", summary.reasoning_tokens.mean, 1),
         _row("Reasoning share of output:", None if reasoning_share is None else f"{reasoning_share:.1%}"),
@@ -193,7 +194,7 @@ def format_result(summary: Summary) -> str:
             lines.append(f"Ended before DURATION: {summary.stopped_early}")
     lines += _predicted_rows(summary) + _cost_rows(summary.cost)
     for effort, part in summary.by_effort.items():
-        lines += _effort_part(effort, part, summary.requests_ok)
+        lines += _group_part(f"Effort {effort}", part, summary.requests_ok)
     lines += _server_account(summary.server_vs_client)
     if summary.errors:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))

@@ -16,14 +16,15 @@ import numpy as np
 
 from llmload.errors import ConfigError
 from llmload.results.intervals import quantile_ci
+from llmload.results.metrics import METRICS, Metric
 from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord
 
 __all__ = ["SLO_METRICS", "Slo", "parse_slos", "slos_of", "SloResult", "check_slo", "is_good", "certain_failure",
            "EARLY_STOP_CONFIDENCE", "EARLY_STOP_LOOKS"]
 
-SLO_METRICS = {"ttft": "ttft_ms", "ttfvt": "ttfvt_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "response_time_ms"}
-"""SLO metric names and the summary.json distribution each one reads."""
+SLO_METRICS: dict[str, Metric] = {m.name: m for m in METRICS if m.better == "lower"}
+"""The metrics an SLO may bound, by name: those of the metric table where lower is better (the grammar has ``<=``)."""
 SLO_STATS = ("mean", "median", "p50", "p90", "p99")
 _SLO = re.compile(r"([a-z0-9]+)_([a-z0-9]+)<=(\d+(?:\.\d*)?|\.\d+)([a-z]*)")
 _SLO_UNITS_S = {"ms": 0.001, "s": 1.0}
@@ -35,7 +36,7 @@ class Slo:
 
     text: str
     metric: str
-    """A key of SLO_METRICS: ttft, ttfvt, tpot, itl, e2e."""
+    """A key of SLO_METRICS (a metric's name): ttft, tpot, e2e, ..."""
     stat: str
     """mean, median, p90 or p99 (p50 is read as median)."""
     limit_s: float
@@ -103,20 +104,24 @@ def check_slo(slo: Slo, value_ms: float | None, ci95_ms: list[float] | None) -> 
 
 
 def _request_value_s(record: RequestRecord, slo: Slo) -> float | None:
-    """The request's own value of the SLO's metric; None when it has none to time."""
-    if slo.metric == "itl":
-        if not record.itl_s:
-            return None
-        gaps = np.asarray(record.itl_s)
-        return float(gaps.mean() if slo.stat == "mean" else np.percentile(gaps, 100 * slo.quantile))
-    return {"ttft": record.ttft_s, "ttfvt": record.ttfvt_s, "tpot": record.tpot_s, "e2e": record.e2e_s}[slo.metric]
+    """The request's own value of the SLO's metric (of a pooled one, the SLO's statistic over its own gaps); None
+    when it has none to time."""
+    metric = SLO_METRICS[slo.metric]
+    values = metric.request_values_s(record)
+    if not values:
+        return None
+    if not metric.pooled:
+        return values[0]
+    gaps = np.asarray(values)
+    return float(gaps.mean() if slo.stat == "mean" else np.percentile(gaps, 100 * slo.quantile))
 
 
 def is_good(record: RequestRecord, slos: Sequence[Slo]) -> bool:
-    """Succeeded, answered, and within every limit (a request with a single token or gap has no TPOT or ITL to fail)."""
+    """Succeeded, answered, and within every limit (a request with nothing to time for a metric, such as no TPOT
+    from a single token, has nothing to fail there)."""
     if not (record.ok and record.answered):
         return False
-    values_s = (_request_value_s(record, slo) for slo in slos)  # an answered request has a TTFT and a TTFVT
+    values_s = (_request_value_s(record, slo) for slo in slos)
     return all(value is None or value <= slo.limit_s for value, slo in zip(values_s, slos))
 
 
@@ -141,10 +146,7 @@ def certain_failure(slos: Sequence[Slo], records: Sequence[RequestRecord],
         for slo in slos:
             if slo.stat == "mean":
                 continue
-            if slo.metric == "itl":
-                values_s = [gap for r in group for gap in r.itl_s]
-            else:
-                values_s = [v for v in (_request_value_s(r, slo) for r in group) if v is not None]
+            values_s = SLO_METRICS[slo.metric].sample_s(group)
             q = slo.quantile
             ci = quantile_ci(np.sort(values_s), q, confidence)
             if ci is not None and ci[0] > slo.limit_s:

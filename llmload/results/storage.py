@@ -22,11 +22,13 @@ from llmload.files import write_atomic
 from llmload.results.decode import check_schema_version, decode
 from llmload.results.efforts import mixed_efforts
 from llmload.results.generator import GeneratorCheck
+from llmload.results.metrics import METRICS
+from llmload.results.predicted import scaled_distribution
 from llmload.results.provenance import bare_model_name
 from llmload.results.records import RequestRecord, read_records, tpot_s
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.slo import slos_of
-from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, summarize
+from llmload.results.summary import SUMMARY_SCHEMA_VERSION, Summary, distribution, summarize
 
 __all__ = ["SAMPLES_FILE", "SUMMARY_FILE", "CONFIG_FILE", "CELL_FILE", "METRICS_FILE", "SERVER_WINDOW_FILE", "SCENARIO_FILE", "CAPACITY_FILE", "CAPACITY_SCHEMA_VERSION", "LOCUST_FILES", "SampleWriter",
            "default_run_dir", "fresh_run_dir", "write_summary", "read_summary", "rebuild_summary",
@@ -145,8 +147,22 @@ def read_summary(run_dir: Path) -> Summary:
 
 
 def _filled(data: dict[str, Any]) -> dict[str, Any]:
-    """A summary's JSON with what its version lacks and decode cannot default: the first ones had no slo list."""
-    return {"slo": [], **data} if data.get("schema_version") == 1 else data
+    """A summary's JSON with what its version lacks and decode cannot default: the first ones had no slo list; a
+    metric added to the metric table since the file was written reads as measured on no request."""
+    if data.get("schema_version") == SUMMARY_SCHEMA_VERSION:
+        return data
+    none_measured = dataclasses.asdict(distribution([]))
+
+    def every_metric(measures: Any) -> Any:  # what is not a mapping is left for decode to name
+        return {**{m.summary: none_measured for m in METRICS}, **measures} if isinstance(measures, dict) else measures
+
+    filled = {"slo": [], **every_metric(data)}
+    if isinstance(filled.get("by_effort"), dict):
+        filled["by_effort"] = {effort: every_metric(part) for effort, part in filled["by_effort"].items()}
+    if isinstance(filled.get("predicted"), dict):  # a rehearsal's predicted times: none for a newer metric
+        none_predicted = dataclasses.asdict(scaled_distribution(distribution([]), 1.0))
+        filled["predicted"] = {**{m.summary: none_predicted for m in METRICS}, **filled["predicted"]}
+    return filled
 
 
 def _kept_aside(path: Path, what: str) -> ResultsError:

@@ -1,4 +1,4 @@
-"""Pure statistics: per-request TPOT, distributions, and a run's Summary from its raw records.
+"""Pure statistics: distributions, and a run's Summary from its raw records (every metric of results/metrics.py).
 
 Percentiles are exact (numpy's linear interpolation over every sample, as vLLM's bench serve
 computes them), never Locust's rounded histogram buckets. Each median and percentile has its 95%
@@ -15,6 +15,8 @@ file lacks taking its default or None, and names a newer one in one line):
        event (`llmload report` computes a version-1 summary again from samples.jsonl).
     3  2026-12-04: cost (USD per million tokens and per thousand requests at PRICE, with intervals) and, for a
        rehearsal, predicted (its figures for the GPU it played: times x SPEEDUP, rates / SPEEDUP).
+    4  2026-12-04: decode_ms (E2E - TTFT, the metric table's decode row), in the run's measures and each effort's;
+       an older file reads as having measured none of it (`llmload report` computes it from samples.jsonl).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -27,7 +29,7 @@ import types
 import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -37,16 +39,18 @@ from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.predicted import Predicted, predict_played
 from llmload.results.generator import GeneratorCheck
+from llmload.results.metrics import BY_NAME, METRICS
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample
-from llmload.results.slo import SLO_METRICS, Slo, SloResult, check_slo, is_good
+from llmload.results.slo import Slo, SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
-           "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
+           "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
+           "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 3
+SUMMARY_SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,28 @@ def token_stats(counts: Sequence[int]) -> TokenStats:
     )
 
 
+def _with_metrics_after(field_name: str) -> Callable[[type], type]:
+    """Put one Distribution field per row of the metric table (results/metrics.py), in its order, after
+    ``field_name``, before @dataclass reads the fields: a metric added to the table is a field of Measures."""
+    def insert(cls: type) -> type:
+        annotations: dict[str, Any] = {}
+        for name, hint in cls.__annotations__.items():
+            annotations[name] = hint
+            if name == field_name:
+                annotations.update({m.summary: "Distribution" for m in METRICS})
+        cls.__annotations__ = annotations
+        return cls
+    return insert
+
+
 @dataclass(frozen=True)
+@_with_metrics_after("reasoning_ratio")
 class Measures:
-    """What a set of records measured: the whole run's, or one effort's in a mixed run."""
+    """What a set of records measured: the whole run's, or one group's (each effort of a mixed run).
+
+    After ``reasoning_ratio`` come the metric table's Distributions, one per row in its order (``response_time_ms``,
+    ``ttft_ms``, ``ttfvt_ms``, ``tpot_ms``, ``itl_ms``, ``decode_ms``, ...), each in the row's unit.
+    """
 
     requests_ok: int
     requests_failed: int
@@ -129,11 +152,6 @@ class Measures:
     """Successful requests that ended (finish_reason length) before any visible answer."""
     reasoning_ratio: float | None
     """Reasoning tokens over output tokens, where reasoning was counted."""
-    response_time_ms: Distribution
-    ttft_ms: Distribution
-    ttfvt_ms: Distribution
-    tpot_ms: Distribution
-    itl_ms: Distribution
     prompt_tokens: TokenStats
     output_tokens: TokenStats
     reasoning_tokens: TokenStats
@@ -288,7 +306,6 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
     output = [r.completion_tokens for r in ok if r.completion_tokens is not None]
     reasoning_counted = [r for r in ok if r.reasoning_tokens is not None and r.completion_tokens is not None]
     reasoning = [r.reasoning_tokens for r in reasoning_counted]
-    itl = [gap for r in ok for gap in r.itl_s]
     ends_s = [r.start_monotonic_s + r.e2e_s for r in ok]
     batches = batches_for(duration, float(np.median([r.e2e_s for r in ok])) if ok else 0.0)
 
@@ -297,13 +314,7 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
 
     output_each = [r.completion_tokens or 0 for r in ok]
     good = [1.0 if is_good(r, slos) else 0.0 for r in ok]
-    distributions = dict(
-        response_time_ms=distribution([r.e2e_s for r in ok], 1000.0),
-        ttft_ms=distribution([r.ttft_s for r in ok if r.ttft_s is not None], 1000.0),
-        ttfvt_ms=distribution([r.ttfvt_s for r in ok if r.ttfvt_s is not None], 1000.0),
-        tpot_ms=distribution([r.tpot_s for r in ok if r.tpot_s is not None], 1000.0),
-        itl_ms=distribution(itl, 1000.0),
-    )
+    distributions = {m.summary: distribution(m.sample_s(ok), m.scale) for m in METRICS}
     return Measures(
         requests_ok=len(ok),
         requests_failed=failed,
@@ -327,8 +338,15 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
         token_sources=dict(Counter(r.token_source for r in ok)),
         goodput_rps=(_ratio(sum(good), duration) or 0.0) if slos else None,
         goodput_rps_ci95=rate_ci(good) if slos else None,
-        slo=[_check(slo, distributions[SLO_METRICS[slo.metric]]) for slo in slos],
+        slo=[_check(slo, distributions[BY_NAME[slo.metric].summary]) for slo in slos],
     )
+
+
+def breakdown(records: Sequence[RequestRecord], group_of: Callable[[RequestRecord], str | None], groups: Sequence[str],
+              span_s: tuple[float, float], slos: Sequence[Slo] = ()) -> dict[str, Measures]:
+    """Each group's Measures, every metric included: ``group_of`` names a record's group (its effort, say) and
+    ``groups`` lists them in order, one without records too; rates are over the whole run's ``span_s``."""
+    return {group: measure([r for r in records if group_of(r) == group], span_s, slos) for group in groups}
 
 
 def _check(slo: Slo, d: Distribution) -> SloResult:
@@ -349,7 +367,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     span_s = run_span_s(measured)
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, mix_efforts)
-    by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}
+    by_effort = breakdown(measured, lambda r: r.effort, efforts, span_s, slos)
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
@@ -367,14 +385,17 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
 
 
 def _delivery_warnings(delivery: TokenDelivery) -> list[str]:
-    """TPOT and ITL of answers that came in one event cannot be measured: say so rather than report about 0."""
+    """The metrics timed between token events (TPOT, ITL) cannot be measured on answers that came in one event:
+    say so rather than report about 0."""
     if not delivery.one_event_requests:
         return []
+    *others, last = [m.label for m in METRICS if m.needs_two_events]
+    unmeasurable = f"{', '.join(others)} and {last}" if others else last
     if delivery.every_answer_in_one_event:
-        return [f"every answer came in one event ({delivery.tokens_per_event:.1f} tokens per event): TPOT and ITL are "
+        return [f"every answer came in one event ({delivery.tokens_per_event:.1f} tokens per event): {unmeasurable} are "
                 "not measurable from the stream, and TTFT is the answer's end; the server's own inter-token latency "
                 "is in its account (server_vs_client)"]
-    return [f"{delivery.one_event_requests} of {delivery.requests} answers came in one event: TPOT and ITL leave "
+    return [f"{delivery.one_event_requests} of {delivery.requests} answers came in one event: {unmeasurable} leave "
             "them out (not measurable)"]
 
 

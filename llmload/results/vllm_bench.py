@@ -1,9 +1,9 @@
 """vllm_bench.json: a run's records in the form ``vllm bench serve --save-result`` writes.
 
 Same keys and units as vLLM's bench (benchmarks/serve.py): throughputs per second, ``*_ms``
-statistics (``mean_``, ``median_``, ``std_`` (population), ``p90_``, ``p99_``) of ttft, tpot, itl
-and e2el, and per-request arrays in seconds; a failed request has ttft 0, no itls, latency 0 and
-output length 0, as there. Where the suite counts differently, the ``llmload`` block says how.
+statistics (``mean_``, ``median_``, ``std_`` (population), ``p90_``, ``p99_``) of the metrics it
+reports (ttft, tpot, itl and e2el: results/metrics.py's VLLM_METRICS), and per-request arrays in
+seconds; a failed request has ttft 0, no itls, latency 0 and output length 0, as there. Where the suite counts differently, the ``llmload`` block says how.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 
 from llmload.files import write_atomic
+from llmload.results.metrics import VLLM_METRICS
 from llmload.results.records import RequestRecord, run_span_s
 
 __all__ = ["VLLM_BENCH_FILE", "PERCENTILES", "vllm_bench_result", "write_vllm_bench"]
@@ -90,10 +91,8 @@ def vllm_bench_result(records: Iterable[RequestRecord], config: dict[str, Any]) 
         "errors": ["" if r.ok else f"{r.error}: {r.error_detail or ''}".rstrip(": ") for r in measured],
         "max_output_tokens_per_s": peak_tok_s, "max_concurrent_requests": peak_running,
     }
-    result.update(_stats("ttft", [r.ttft_s for r in ok if r.ttft_s is not None]))
-    result.update(_stats("tpot", [r.tpot_s for r in ok if r.tpot_s is not None]))
-    result.update(_stats("itl", [gap for r in ok for gap in r.itl_s]))
-    result.update(_stats("e2el", [r.e2e_s for r in ok]))
+    for metric in VLLM_METRICS:
+        result.update(_stats(metric.vllm or "", metric.sample_s(ok)))
     result["llmload"] = {
         "schema_version": 1,
         "input_tokens": INPUT_TOKENS_CONVENTION,

@@ -38,7 +38,7 @@ from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.console import Progress, banner_lines
-from llmload.loadtest.preflight import continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
@@ -48,6 +48,7 @@ from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir
                                      rebuild_summary, recompute_summary, write_summary)
 from llmload.results.summary import Summary
 from llmload.loadtest.target import target
+from llmload.loadtest.workload import workload_of
 
 __all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
 
@@ -116,7 +117,7 @@ def _locustfile() -> Path:
 def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
     """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
     options = parse_run_args(settings)
-    overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
+    overrides = prompt_overrides(workload_of(options).prompts)
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
@@ -191,6 +192,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
     with SignalForwarder() as signals, target(options) as host:
         info = probe_server(host, key)
         model = resolve_model(options.model, info)
+        check_prefix_fits(options.prefix_tokens, info, model)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
         progress = Progress(out / SAMPLES_FILE, None if options.requests else options.scaled_duration_s, options.requests)

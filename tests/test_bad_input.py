@@ -87,6 +87,11 @@ CASES = {
                                                                           f"OUT={out}"], "METRICS_LOGIN"),
     "capacity METRICS_HOST off loopback": (lambda t, out: ["capacity", "SLO=ttft_p90<=2s", "METRICS_PORT=9400",
                                                            "METRICS_HOST=10.0.0.5", f"OUT={out}"], "METRICS_LOGIN"),
+    "TURNS=0": (lambda t, out: ["load", "TURNS=0", f"OUT={out}"], "TURNS=0"),
+    "TURNS a falling range": (lambda t, out: ["load", "TURNS=5-2", f"OUT={out}"], "TURNS=5-2"),
+    "THINK_TIME not a duration": (lambda t, out: ["load", "TURNS=3", "THINK_TIME=soon", f"OUT={out}"], "THINK_TIME='soon'"),
+    "THINK_TIME without TURNS": (lambda t, out: ["load", "THINK_TIME=5s", f"OUT={out}"], "give TURNS above 1"),
+    "PREFIX_GROUPS without PREFIX_TOKENS": (lambda t, out: ["load", "PREFIX_GROUPS=4", f"OUT={out}"], "needs PREFIX_TOKENS"),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {
@@ -143,6 +148,15 @@ def test_https_to_a_plain_http_port_says_so_at_once(sim_fixed, tmp_path):
     done = run_cli("load", f"HOST={sim_fixed.replace('http://', 'https://')}", f"OUT={out}", timeout_s=8)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "does not speak TLS" in done.stderr and "use http://" in done.stderr, done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.integration
+def test_a_prefix_above_the_models_max_context_is_refused_before_any_request(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "PREFIX_TOKENS=131072", "REQUESTS=1", f"OUT={out}", timeout_s=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: PREFIX_TOKENS=131072 does not fit") and "takes 131072" in done.stderr
     assert not out.exists()
 
 

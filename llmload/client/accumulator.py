@@ -11,7 +11,7 @@ from typing import Any
 
 from llmload.results.records import RequestRecord, tpot_s
 
-__all__ = ["StreamAccumulator"]
+__all__ = ["StreamAccumulator", "AnswerAccumulator"]
 
 
 class StreamAccumulator:
@@ -120,6 +120,7 @@ class StreamAccumulator:
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=completion,
             reasoning_tokens=reasoning,
+            cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
             token_source=token_source,
             reasoning_source=reasoning_source,
             finish_reason=self._finish_reason,
@@ -130,3 +131,26 @@ class StreamAccumulator:
             **self.record_fields,
             arrival_stamps=self.arrival_stamps,
         )
+
+
+class AnswerAccumulator(StreamAccumulator):
+    """A StreamAccumulator that also keeps the answer's text (``delta.content``) for a conversation's history.
+
+    Only conversations (TURNS above 1) use it: single requests pay nothing for text they never send back.
+    """
+
+    __slots__ = ("answer",)
+
+    def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
+                 warmup: bool = False, record_fields: dict[str, Any] | None = None, *, answer: list[str]) -> None:
+        """``answer`` gets each piece of the answer's text as it arrives."""
+        super().__init__(request_id, prompt_id, start_unix_s, start_monotonic_s, warmup, record_fields)
+        self.answer = answer
+
+    def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
+        StreamAccumulator.on_chunk(self, arrived_s, chunk)
+        choices = chunk.get("choices")
+        if choices:
+            content = (choices[0].get("delta") or {}).get("content")
+            if content:
+                self.answer.append(content)

@@ -23,16 +23,8 @@ class ChatOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
-def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None,
-              nonce: str | None = None) -> dict[str, Any]:
-    """The request body: the run's options, then the prompt's own ``request`` fields, then ``extra_body``.
-
-    ``nonce`` goes on a line of its own before the first message's text, so no two requests share
-    a prefix beyond the server's system header (vLLM's prefix cache cannot help).
-    """
-    if nonce is not None:
-        first = messages[0]
-        messages = [{**first, "content": f"{nonce}\n{first['content']}"}, *messages[1:]]
+def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The request body: the run's options, then the prompt's own ``request`` fields, then ``extra_body``."""
     stream_options: dict[str, bool] = {"include_usage": True}
     if options.continuous_usage:
         stream_options["continuous_usage_stats"] = True

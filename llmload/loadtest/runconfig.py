@@ -17,6 +17,7 @@ import orjson
 
 from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
+from llmload.loadtest.turns import TurnPlan
 from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
@@ -73,6 +74,13 @@ class RunConfig:
     burstiness: float
     max_concurrency: int
     early_stop: str
+    turns: str
+    think_time: str
+    prefix_tokens: int
+    prefix_groups: int
+    trace: str
+    trace_speed: float
+    trace_limit: int
 
     @classmethod
     def of(cls, options: argparse.Namespace) -> Self:
@@ -175,6 +183,18 @@ def _check(config: LaunchConfig) -> None:
     _check_open_loop(config)
     if config.early_stop == "on" and not config.slo:
         raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
+    _check_workload(config)
+
+
+def _check_workload(config: LaunchConfig) -> None:
+    """TURNS, THINK_TIME and the shared prefixes: their grammars, and what each needs."""
+    plan = TurnPlan.of(config.turns, config.think_time)
+    if plan.think_s and not plan.conversations:
+        raise ConfigError(f"THINK_TIME={config.think_time} is the wait between turns of a conversation; give TURNS above 1 "
+                          "too, or leave THINK_TIME out")
+    if config.prefix_groups != 1 and not config.prefix_tokens:
+        raise ConfigError(f"PREFIX_GROUPS={config.prefix_groups} needs PREFIX_TOKENS: give the prefixes' length, e.g. "
+                          "PREFIX_TOKENS=1000")
 
 
 def _check_open_loop(config: LaunchConfig) -> None:

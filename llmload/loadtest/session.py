@@ -39,10 +39,14 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
-from llmload.loadtest.preflight import ServerInfo, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import ServerInfo, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
-from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
+from llmload.loadtest.turns import TurnPlan
+from llmload.loadtest.workload import workload_of
+from llmload.promptsets.catalog import Prompt, prompt_overrides
+from llmload.promptsets.conversation import Conversation
+from llmload.promptsets.followups import later_turns
 from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
 from llmload.results.records import RequestRecord, read_records
@@ -129,13 +133,17 @@ class RunSession(ABC):
         chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
                            temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
                            extra_body=parse_extra_body(config.extra_body))
+        check_prefix_fits(config.prefix_tokens, self.server, chat.model)  # the web UI's form may have changed it
         self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
-        self.prompts: tuple[Prompt, ...] = load_prompt_set(config.prompts, config.seed)
+        self.workload = workload_of(config)
+        self.prompts: tuple[Prompt, ...] = self.workload.prompts
         self.in_sequence = config.order == "sequence"
         self._next_prompt = 0
         self.nonce = config.nonce == "on"
         self.seed = config.seed
+        self.turn_plan = TurnPlan.of(config.turns, config.think_time, config.speedup)
+        self._conversations_started = 0
         return chat
 
     def _how_to_send(self, config: RunConfig) -> None:
@@ -175,6 +183,26 @@ class RunSession(ABC):
         index = self._next_prompt * self.plan.workers + self.plan.position
         self._next_prompt += 1
         return self.prompts[index % len(self.prompts)]
+
+    def new_conversation(self, rng: random.Random, warmup: bool = False) -> tuple[Conversation, str]:
+        """The next conversation a user (or RATE's dispatcher) starts, and its effort (one for all its turns: the
+        effort is in the server's header, so a change would cost every later turn its prefix cache).
+
+        Its turns are drawn from TURNS; a warm-up is one turn, so no conversation crosses into the measured requests.
+        """
+        prompt = self.next_prompt(rng)
+        turns = 1 if warmup else self.turn_plan.turns(rng)
+        followups = later_turns(prompt, turns, self.workload.followups, rng) if turns > 1 else []
+        nonce = f"{rng.randrange(10**12):012d}" if self.nonce else None
+        number = self._conversations_started * self.plan.workers + self.plan.position  # unique over the workers
+        self._conversations_started += 1
+        return Conversation.start(str(number), prompt, followups, nonce), self.efforts.next()
+
+    def turn_fields(self, conversation: Conversation) -> dict[str, Any]:
+        """The record fields of the conversation's next turn: its id and turn under TURNS, none for single requests."""
+        if not self.turn_plan.conversations:
+            return {}
+        return {"conversation_id": conversation.id, "turn": conversation.turn}
 
     @abstractmethod
     def add(self, record: RequestRecord) -> None:

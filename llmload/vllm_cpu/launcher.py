@@ -113,8 +113,9 @@ def _server_env() -> dict[str, str]:
 
 def training_prose(templates: Path = _TEMPLATES) -> list[Path]:
     """The files both tiny models train on, in the order they are read: the suite's own templates, real prose like
-    the served prompts."""
-    return sorted(path for path in templates.glob("*/*") if path.is_file())
+    the served prompts. The follow-up turns (``followup.LANG.j2``) are left out: made of the same units as the first
+    turns, they teach nothing new, and a change to one would rebuild both models (minutes) for nothing."""
+    return sorted(path for path in templates.glob("*/*") if path.is_file() and not path.name.startswith("followup."))
 
 
 def model_folder(name: str, prose: list[Path]) -> Path:

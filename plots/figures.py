@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from llmload.results.provenance import is_rehearsal, rehearsal_label  # noqa: E402
-from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, effort_key, effort_parts, fmt, grouped,  # noqa: E402
-                          slo_value, sort_key, varying, x_axis)
+from plots.points import (AXIS_LABELS, NUMERIC_AXES, THIN_SAMPLE, Metric, Series, by_turn, effort_key, effort_parts, fmt,  # noqa: E402
+                          grouped, slo_value, sort_key, varying, x_axis)
 from plots.capacity import WHOLE_RUN, CapacityPlot  # noqa: E402
 from plots.results import MeasuredCell  # noqa: E402
 
@@ -242,6 +242,29 @@ reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output toke
                               Metric("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
 answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
                              Metric("answered_ratio", "requests_ok", scale=100.0))
+
+
+def _by_turn(name: str, title: str, ylabel: str, field: str, slo: str):
+    """A figure of ``field``'s median (band to p90) against the conversation turn, a line per run with TURNS: later
+    turns send the history, so the prefix cache decides how it grows."""
+    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
+        data = FigureData(name, title, "conversation turn", ylabel, stamp=_stamp(cells), x_setting="turn",
+                          slo=slo_value(cells, Metric(f"{field}.median", f"{field}.count", slo=slo)))
+        series = by_turn(cells, field)
+        if series:
+            data.panels["all"] = series
+        else:
+            data.note = "no run held conversations (TURNS above 1)"
+        return _line_figure(data, out)
+    figure.__name__ = name
+    figure.__doc__ = title
+    return figure
+
+
+ttft_by_turn = _by_turn("ttft_by_turn", "Time to first token by conversation turn (median, band to p90)", "TTFT (ms)",
+                        "ttft_ms", "ttft")
+ttfvt_by_turn = _by_turn("ttfvt_by_turn", "Time to first visible token by conversation turn (median, band to p90)",
+                         "TTFVT (ms)", "ttfvt_ms", "ttfvt")
 
 
 # ---- figure 3: output tokens per model and effort -------------------------------------------------
@@ -559,7 +582,7 @@ def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> Fi
 STUDY_FIGURES = (fig1_response_time, fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens,
                  fig5_gpu_response_time, fig6_gpu_requests_per_s, fig7_gpu_tpot, fig8_gpu_output_throughput)
 BEYOND_FIGURES = (ttft_vs_users, ttfvt_vs_users, tpot_vs_users, throughput_vs_latency, server_timeline, kv_cache_timeline,
-                  reasoning_share, answered_share)
+                  reasoning_share, answered_share, ttft_by_turn, ttfvt_by_turn)
 
 
 _work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None

@@ -59,6 +59,7 @@ SUMMARY_FIELDS[2] = {
     "ServerVsClient": SUMMARY_FIELDS[1]["ServerVsClient"] + " causes client_lag_p99_ms e2e_allowance_ms tokens_per_event "
                                                            "tokens_per_burst",
 }
+SUMMARY_FIELDS[3] = {**SUMMARY_FIELDS[2], "Summary": SUMMARY_FIELDS[2]["Summary"] + " by_turn server_prefix_cache_hit_rate"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

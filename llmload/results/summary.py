@@ -13,6 +13,7 @@ file lacks taking its default or None, and names a newer one in one line):
        a version-1 file may lack them.
     2  2026-12-04: delivery, warnings and server_vs_client's causes added; no TPOT for answers sent in one
        event (`llmload report` computes a version-1 summary again from samples.jsonl).
+    3  2026-12-05: by_turn (conversations' turns, each its Measures) and server_prefix_cache_hit_rate.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -35,13 +36,13 @@ from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.generator import GeneratorCheck
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.records import RequestRecord, run_span_s
-from llmload.results.server_metrics import MetricsSample
+from llmload.results.server_metrics import MetricsSample, prefix_cache_hit_rate
 from llmload.results.slo import SLO_METRICS, Slo, SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "arrival_stats", "summarize", "check_metric_path", "metric_value", "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,12 @@ class Summary(Measures):
     """With ``partial``: what the run did not leave behind."""
     by_effort: dict[str, Measures] = field(default_factory=dict)
     """Under EFFORT=mix:... (or records of several efforts), each effort's part; rates over the whole run."""
+    by_turn: dict[str, Measures] = field(default_factory=dict)
+    """With TURNS: each turn's part ("1", "2", ...: every conversation's first requests, second, ...); rates over the
+    whole run. Later turns send the history, so their prompt_tokens grow and the prefix cache decides their TTFT."""
+    server_prefix_cache_hit_rate: float | None = None
+    """The server's prefix-cache hits over its queries (both in tokens) between the scrapes around the run (vLLM's
+    prefix_cache_hits and prefix_cache_queries counters; warm-ups included); None without them."""
     slo_met: bool | None = None
     """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
     arrivals: ArrivalStats | None = None
@@ -341,10 +348,14 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, mix_efforts)
     by_effort = {e: measure([r for r in measured if r.effort == e], span_s, slos) for e in efforts}
+    turns = sorted({r.turn for r in measured if r.turn is not None})
+    by_turn = {str(t): measure([r for r in measured if r.turn == t], span_s, slos) for t in turns}
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
-    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort,
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, by_turn=by_turn,
+                   server_prefix_cache_hit_rate=prefix_cache_hit_rate(server_window[0], server_window[-1])
+                   if len(server_window) >= 2 else None,
                    slo_met=slo_met, arrivals=arrival_stats(measured), config=dict(config or {}), generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)

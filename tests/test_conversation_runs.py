@@ -1,0 +1,111 @@
+"""Conversations and shared prefixes end to end against the built-in target, through a proxy that keeps every byte:
+each later turn sends the history with the answers exactly as they were streamed, REQUESTS counts turns, users think
+between turns, RATE starts conversations, and each prompt's count is the server's."""
+
+import json
+from collections import defaultdict
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import run_cli
+from llmload.promptsets.tokens import prompt_tokens, text_tokens
+from llmload.results.records import read_records
+from llmload.sim import start_sim, stop_sim
+from wire_recorder import WireRecorder
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sim_fast():
+    """Tokens as fast as they can go: turns end quickly, and their answers hold visible text."""
+    process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "0"])
+    yield url
+    stop_sim(process)
+
+
+@pytest.fixture
+def wire(sim_fast):
+    parsed = urlparse(sim_fast)
+    recorder = WireRecorder((parsed.hostname, parsed.port))
+    yield recorder
+    recorder.close()
+
+
+def check_history_is_the_answers(exchanges) -> dict[int, int]:
+    """Each later turn's messages: the turn before's, its answer as streamed, one new user message; per turn, how many."""
+    by_messages = defaultdict(list)  # two conversations may start from the same prompt
+    for e in exchanges:
+        by_messages[json.dumps(e.body["messages"])].append(e)
+    turns: dict[int, int] = defaultdict(int)
+    for e in exchanges:
+        messages = e.body["messages"]
+        turn = 1 + sum(m["role"] == "assistant" for m in messages)
+        turns[turn] += 1
+        if turn == 1:
+            continue
+        assert messages[-1]["role"] == "user" and messages[-2]["role"] == "assistant"
+        before = by_messages[json.dumps(messages[:-2])]  # the turn before sent exactly the rest ...
+        assert messages[-2]["content"] in [b.answer for b in before]  # ... and streamed this answer (reasoning left out)
+        assert e.usage["prompt_tokens"] == prompt_tokens(messages, e.body.get("reasoning_effort", "medium"))
+    return dict(turns)
+
+
+def test_each_turn_sends_the_history_with_the_answers_as_streamed(wire, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={wire.url}", "USERS=2", "REQUESTS=12", "TURNS=3", "THINK_TIME=0.3s", "NONCE=on",
+                   f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    exchanges = wire.exchanges()
+    assert len(exchanges) == 12  # REQUESTS counts turns; the last conversations may be cut short by it
+    turns = check_history_is_the_answers(exchanges)
+    assert set(turns) == {1, 2, 3} and turns[1] >= turns[2] >= turns[3] >= 2
+    assert all(e.answer for e in exchanges)  # answers with text: the history above holds real answers
+    records = sorted(read_records(out / "samples.jsonl"), key=lambda r: (r.conversation_id, r.turn))
+    by_conversation = defaultdict(list)
+    for r in records:
+        by_conversation[r.conversation_id].append(r)
+    assert len(by_conversation) == turns[1]
+    assert all([r.turn for r in rs] == list(range(1, len(rs) + 1)) for rs in by_conversation.values())
+    for rs in by_conversation.values():
+        assert len({r.prompt_id for r in rs}) == 1 and len({r.effort for r in rs}) == 1
+        assert all(b.prompt_tokens > a.prompt_tokens for a, b in zip(rs, rs[1:]))  # the history grows
+        for a, b in zip(rs, rs[1:]):  # the user thought 0.3 s between an answer and the next turn
+            assert b.start_monotonic_s - (a.start_monotonic_s + a.e2e_s) >= 0.3
+    nonces = {e.body["messages"][0]["content"].split("\n")[0] for e in exchanges}
+    assert len(nonces) == turns[1]  # NONCE: one per conversation, kept in its history
+    summary = json.loads((out / "summary.json").read_text())
+    assert {turn: part["requests_ok"] for turn, part in summary["by_turn"].items()} == {str(t): n for t, n in turns.items()}
+    assert "Conversations, by turn" in done.stdout
+
+
+def test_with_rate_conversations_start_on_the_schedule_and_their_turns_follow(wire, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={wire.url}", "RATE=20", "ARRIVALS=constant", "REQUESTS=10", "TURNS=2", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = list(read_records(out / "samples.jsonl"))
+    firsts = [r for r in records if r.turn == 1]
+    seconds = [r for r in records if r.turn == 2]
+    assert len(records) == 10 and len(firsts) + len(seconds) == 10 and seconds  # REQUESTS counts turns
+    assert all(r.scheduled_monotonic_s is not None for r in firsts)
+    assert all(r.scheduled_monotonic_s is None for r in seconds)
+    assert {r.conversation_id for r in seconds} <= {r.conversation_id for r in firsts}
+    gaps = sorted(b.scheduled_monotonic_s - a.scheduled_monotonic_s for a, b in zip(firsts, firsts[1:]))
+    assert gaps == pytest.approx([0.05] * len(gaps))  # conversations, not requests, start at RATE
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["arrivals"]["requests_scheduled"] == len(firsts)
+    assert check_history_is_the_answers(wire.exchanges()) == {1: len(firsts), 2: len(seconds)}
+
+
+def test_shared_prefixes_lead_every_prompt_and_count_exactly(wire, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={wire.url}", "REQUESTS=6", "ORDER=sequence", "PREFIX_TOKENS=300", "PREFIX_GROUPS=2",
+                   f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    exchanges = wire.exchanges()
+    prefixes = [e.body["messages"][0] for e in exchanges]
+    assert all(p["role"] == "system" and text_tokens(p["content"]) == 300 for p in prefixes)
+    assert len({p["content"] for p in prefixes}) == 2
+    for e in exchanges:
+        assert e.usage["prompt_tokens"] == prompt_tokens(e.body["messages"])

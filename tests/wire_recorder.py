@@ -1,0 +1,109 @@
+"""A TCP proxy in front of a server that keeps every byte each way, and reads the chat exchanges back out of them:
+what the load generator really sent, and what the server really streamed, with no hook in the suite."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator
+
+
+@dataclass
+class Exchange:
+    """One POST /v1/chat/completions: the body sent and the chunks streamed back."""
+
+    body: dict
+    chunks: list[dict]
+
+    @property
+    def answer(self) -> str:
+        """The visible answer's text as the server streamed it (``delta.content``)."""
+        return "".join((c["choices"][0].get("delta") or {}).get("content") or "" for c in self.chunks if c.get("choices"))
+
+    @property
+    def usage(self) -> dict:
+        return next((c["usage"] for c in reversed(self.chunks) if c.get("usage")), {})
+
+
+@dataclass
+class WireRecorder:
+    """Listens on 127.0.0.1:``port`` and forwards to ``target``; ``connections`` holds (sent, received) bytes each."""
+
+    target: tuple[str, int]
+    connections: list[tuple[bytearray, bytearray]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            sent, received = bytearray(), bytearray()
+            self.connections.append((sent, received))
+            for source, sink, kept in ((client, server, sent), (server, client, received)):
+                threading.Thread(target=_pump, args=(source, sink, kept), daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def exchanges(self) -> list[Exchange]:
+        """Every chat exchange, per connection in order (a connection carries one request at a time)."""
+        out = []
+        for sent, received in self.connections:
+            for (head, body), (_, answer) in zip(_messages(bytes(sent)), _messages(bytes(received))):
+                if head.startswith(b"POST /v1/chat/completions"):
+                    events = [e[6:] for e in answer.split(b"\n\n") if e.startswith(b"data: ") and e != b"data: [DONE]"]
+                    out.append(Exchange(json.loads(body), [json.loads(e) for e in events]))
+        return out
+
+
+def _pump(source: socket.socket, sink: socket.socket, kept: bytearray) -> None:
+    try:
+        while data := source.recv(65536):
+            kept += data
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _messages(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(head, body) of each HTTP message in one direction of a connection; a chunked body decoded."""
+    while data:
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head, data = data[:end], data[end + 4:]
+        headers = {line.split(b":", 1)[0].strip().lower(): line.split(b":", 1)[1].strip()
+                   for line in head.split(b"\r\n")[1:] if b":" in line}
+        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+            body = b""
+            while True:  # size line, payload, CRLF; a size of 0 ends the body (no trailers here)
+                line_end = data.index(b"\r\n")
+                size = int(data[:line_end].split(b";")[0], 16)
+                body += data[line_end + 2:line_end + 2 + size]
+                data = data[line_end + 2 + size + 2:]
+                if size == 0:
+                    break
+            yield head, body
+        else:
+            length = int(headers.get(b"content-length", b"0"))
+            body, data = data[:length], data[length:]
+            yield head, body

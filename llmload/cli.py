@@ -62,16 +62,16 @@ def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool,
 
     ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
     """
-    # RATE: one user per process dispatches that process's share of the schedule
-    users = (options.workers or options.expect_remote_workers or 1) if options.rate else options.num_users
+    # RATE or TRACE: one user per process dispatches that process's share of the schedule
+    users = (options.workers or options.expect_remote_workers or 1) if options.open_loop else options.num_users
     values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(users),
               "run_time": f"{max(1, math.ceil(options.scaled_duration_s))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in RECORDED_OPTIONS:  # the API key goes in the environment, not on a command line that ps can read
-        if o.dest == "run_time" and options.requests:
-            continue  # with REQUESTS the test ends when the last request does
+        if o.dest == "run_time" and options.ends_with_last_request:
+            continue  # with REQUESTS (or TRACE) the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     if options.workers:
         argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
@@ -114,10 +114,12 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
-    """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
+def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str], int]:
+    """The run's options, the body fields its prompts set themselves and its measured requests (REQUESTS, or TRACE's
+    rows; 0: DURATION decides), checked before any server starts."""
     options = parse_run_args(settings)
-    overrides = prompt_overrides(workload_of(options).prompts)
+    workload = workload_of(options)
+    overrides = prompt_overrides(workload.prompts)
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
@@ -126,7 +128,7 @@ def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dic
         if options.metrics_port == options.web_port:
             raise ConfigError(f"METRICS_PORT={options.metrics_port} is WEB_PORT too; give METRICS_PORT another port")
     _check_metrics_port(options)
-    return options, overrides
+    return options, overrides, len(workload.trace.rows) if workload.trace else options.requests
 
 
 def _check_out(out: str) -> None:
@@ -186,7 +188,7 @@ def _remove_if_empty(made: list[Path], out: Path) -> None:
 
 
 def _run(settings: Sequence[str], headless: bool) -> int:
-    options, overrides = _prepare(settings, headless)
+    options, overrides, requests = _prepare(settings, headless)
     key = read_api_key(options.api_key_file)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with SignalForwarder() as signals, target(options) as host:
@@ -195,7 +197,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         check_prefix_fits(options.prefix_tokens, info, model)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        progress = Progress(out / SAMPLES_FILE, None if options.requests else options.scaled_duration_s, options.requests)
+        progress = Progress(out / SAMPLES_FILE, None if requests else options.scaled_duration_s, requests)
         if headless:
             argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]

@@ -50,6 +50,7 @@ def _summary_with(**changed) -> str:
 
 
 SCENARIO = f"SCENARIO={REPO / 'scenarios' / 'h100-grid.yaml'}"
+TRACE_LINE = '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
 UNUSED_HOST = "HOST=http://127.0.0.1:9"  # never reached: the settings are refused before any request
 
 # name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
@@ -92,6 +93,16 @@ CASES = {
     "THINK_TIME not a duration": (lambda t, out: ["load", "TURNS=3", "THINK_TIME=soon", f"OUT={out}"], "THINK_TIME='soon'"),
     "THINK_TIME without TURNS": (lambda t, out: ["load", "THINK_TIME=5s", f"OUT={out}"], "give TURNS above 1"),
     "PREFIX_GROUPS without PREFIX_TOKENS": (lambda t, out: ["load", "PREFIX_GROUPS=4", f"OUT={out}"], "needs PREFIX_TOKENS"),
+    "TRACE missing": (lambda t, out: ["load", f"TRACE={t / 'no-trace.jsonl'}", f"OUT={out}"], "no-trace.jsonl: no such file"),
+    "TRACE with a malformed line": (lambda t, out: ["load", f"TRACE={_file(t, 'bad.jsonl', TRACE_LINE + '{oops}')}", f"OUT={out}"],
+                                    "bad.jsonl:2: not JSON"),
+    "TRACE of an unknown format": (lambda t, out: ["load", f"TRACE={_file(t, 'bad.csv', 'a,b,c')}", f"OUT={out}"],
+                                   "unknown trace format"),
+    "TRACE with RATE": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", "RATE=5", f"OUT={out}"],
+                        "RATE with TRACE"),
+    "TRACE with USERS": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", "USERS=8", f"OUT={out}"],
+                         "USERS with TRACE"),
+    "TRACE_SPEED without TRACE": (lambda t, out: ["load", "TRACE_SPEED=2", f"OUT={out}"], "TRACE_SPEED applies with TRACE"),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {

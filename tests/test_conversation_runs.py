@@ -1,6 +1,7 @@
-"""Conversations and shared prefixes end to end against the built-in target, through a proxy that keeps every byte:
-each later turn sends the history with the answers exactly as they were streamed, REQUESTS counts turns, users think
-between turns, RATE starts conversations, and each prompt's count is the server's."""
+"""Conversations, shared prefixes and trace replay end to end against the built-in target, through a proxy that keeps
+every byte: each later turn sends the history with the answers exactly as they were streamed, REQUESTS counts turns,
+users think between turns, RATE starts conversations, each prompt's count is the server's, and a trace's rows go at
+their times with their lengths."""
 
 import json
 from collections import defaultdict
@@ -8,8 +9,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from llmload.promptsets.tokens import prompt_tokens, text_tokens
+from llmload.promptsets.traces import read_trace
 from llmload.results.records import read_records
 from llmload.sim import start_sim, stop_sim
 from wire_recorder import WireRecorder
@@ -109,3 +111,27 @@ def test_shared_prefixes_lead_every_prompt_and_count_exactly(wire, tmp_path):
     assert len({p["content"] for p in prefixes}) == 2
     for e in exchanges:
         assert e.usage["prompt_tokens"] == prompt_tokens(e.body["messages"])
+
+
+def test_a_trace_sends_every_row_at_its_time_with_its_lengths(wire, tmp_path):
+    out = tmp_path / "run"
+    trace = "traces/sample.mooncake.jsonl"
+    done = run_cli("load", f"HOST={wire.url}", f"TRACE={trace}", "TRACE_LIMIT=30", "TRACE_SPEED=4", f"OUT={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_trace(REPO / trace, limit=30).rows
+    records = list(read_records(out / "samples.jsonl"))
+    by_id = {r.prompt_id: r for r in records}
+    assert len(records) == len(by_id) == 30 and set(by_id) == {f"trace-{row.line}" for row in rows}  # every row once
+    start = min(r.scheduled_monotonic_s for r in records)
+    for row in rows:  # at its time, TRACE_SPEED times faster
+        assert by_id[f"trace-{row.line}"].scheduled_monotonic_s - start == pytest.approx(row.offset_s / 4, abs=1e-6)
+    assert all(r.start_monotonic_s >= r.scheduled_monotonic_s for r in records)
+    by_line = {row.line: row for row in rows}
+    for r in records:
+        row = by_line[int(r.prompt_id.split("-")[1])]
+        assert r.completion_tokens == max(1, row.output_tokens) and r.finish_reason == "length"  # forced: ignore_eos
+        assert r.prompt_tokens == prompt_tokens([{"role": "user", "content": ""}]) + row.input_tokens
+    bodies = [e.body for e in wire.exchanges()]
+    assert len(bodies) == 30 and all(b["ignore_eos"] is True for b in bodies)  # the target answers /version: vLLM
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["arrivals"]["requests_scheduled"] == 30 and summary["config"]["trace"] == trace

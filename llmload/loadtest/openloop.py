@@ -1,4 +1,4 @@
-"""RATE: one dispatcher greenlet sends every request at its scheduled time, whatever the server does.
+"""RATE and TRACE: one dispatcher greenlet sends every request at its scheduled time, whatever the server does.
 
 Each arrival runs in its own greenlet, so slow answers never delay the next send; MAX_CONCURRENCY
 caps the requests in flight (a request due while every slot is busy waits, and its record says how long).
@@ -108,10 +108,13 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
             if not measuring and not warmup:
                 session.budget.warmed_up.wait()
                 start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), True
-            due_s = start_s + next(offsets)
+            number, offset_s = next(offsets, (None, None))
+            if number is None:
+                break  # a trace's warm-ups outnumber its rows
+            due_s = start_s + offset_s
             if _stopped_before(due_s, session.stopping):
                 break
-            conversation, effort = session.new_conversation(rng, warmup)
+            conversation, effort = session.new_conversation(rng, warmup, session.arrival_prompt(number))
             in_flight.spawn(converse, ticket, due_s, conversation, effort)
         in_flight.join()
     finally:

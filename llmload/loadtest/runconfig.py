@@ -101,6 +101,16 @@ class RunConfig:
         return parse_duration_s(str(self.run_time)) if self.run_time else None
 
     @property
+    def ends_with_last_request(self) -> bool:
+        """Whether the test ends when its last request does (REQUESTS, or every row of TRACE), not at DURATION."""
+        return bool(self.requests or self.trace)
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether requests are sent on a schedule (RATE or TRACE), one dispatching user per process, not by USERS."""
+        return bool(self.rate or self.trace)
+
+    @property
     def scaled_duration_s(self) -> float:
         """DURATION divided by SPEEDUP: the built-in target runs that much faster (0 without a DURATION)."""
         return (self.duration_s or 0.0) / self.speedup
@@ -192,6 +202,11 @@ def _check_workload(config: LaunchConfig) -> None:
     if plan.think_s and not plan.conversations:
         raise ConfigError(f"THINK_TIME={config.think_time} is the wait between turns of a conversation; give TURNS above 1 "
                           "too, or leave THINK_TIME out")
+    if config.trace:
+        _check_trace(config, plan)
+    elif config.trace_speed != 1.0 or config.trace_limit:
+        raise ConfigError(f"{'TRACE_SPEED' if config.trace_speed != 1.0 else 'TRACE_LIMIT'} applies with TRACE; give TRACE=path "
+                          "too, or leave it out")
     if config.prefix_groups != 1 and not config.prefix_tokens:
         raise ConfigError(f"PREFIX_GROUPS={config.prefix_groups} needs PREFIX_TOKENS: give the prefixes' length, e.g. "
                           "PREFIX_TOKENS=1000")
@@ -204,8 +219,22 @@ def _check_open_loop(config: LaunchConfig) -> None:
         raise ConfigError(f"USERS={config.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
                           "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
     workers = config.workers or config.expect_remote_workers
-    if config.rate and config.max_concurrency and config.max_concurrency < workers:
+    if config.open_loop and config.max_concurrency and config.max_concurrency < workers:
         raise ConfigError(f"MAX_CONCURRENCY={config.max_concurrency} is split over {workers} workers, so each needs one: "
                           f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
-    if config.max_concurrency and not config.rate:
-        raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
+    if config.max_concurrency and not config.open_loop:
+        raise ConfigError("MAX_CONCURRENCY applies with RATE or TRACE; without them, USERS is the number of requests in flight")
+
+
+def _check_trace(config: LaunchConfig, plan: TurnPlan) -> None:
+    """A trace decides when each request goes, what it sends and how many there are: the settings that would too
+    are refused."""
+    conflicts = {"RATE": config.rate != 0, "USERS": config.num_users != 1, "REQUESTS": config.requests != 0,
+                 "TURNS": plan.conversations, "PREFIX_TOKENS": config.prefix_tokens != 0}
+    fixes = {"RATE": "the trace's times are the schedule; speed them up with TRACE_SPEED",
+             "USERS": "requests are sent at the trace's times, not by users; cap those in flight with MAX_CONCURRENCY",
+             "REQUESTS": "every row is a request; replay fewer with TRACE_LIMIT",
+             "TURNS": "each row is one request", "PREFIX_TOKENS": "the trace's hash_ids say which prompts share blocks"}
+    for key, conflicting in conflicts.items():
+        if conflicting:
+            raise ConfigError(f"{key} with TRACE: {fixes[key]}; leave {key} out")

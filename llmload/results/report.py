@@ -68,9 +68,12 @@ def _status(summary: Summary) -> list[str]:
 
 
 def _load(config: dict[str, Any]) -> str:
-    """users=N (closed loop), or with RATE the arrival process and any MAX_CONCURRENCY cap; then the conversations'
-    turns and think time, and the shared prefixes, when the run had them."""
+    """users=N (closed loop), with RATE the arrival process, with TRACE the trace and its speed, and any
+    MAX_CONCURRENCY cap; then the conversations' turns and think time, and the shared prefixes, when the run had them."""
     cap = f" max_concurrency={config['max_concurrency']}" if config.get("max_concurrency") else ""
+    if config.get("trace"):
+        limit = f" first {config['trace_limit']} rows" if config.get("trace_limit") else ""
+        return f"trace={config['trace']}{limit} at {config.get('trace_speed') or 1:g}x{cap}"
     if config.get("rate"):
         shape = f" burstiness={config.get('burstiness'):g}" if config.get("arrivals") == "gamma" else ""
         load = f"rate={config['rate']:g}/s {config.get('arrivals')}{shape}{cap}"

@@ -103,7 +103,7 @@ def cell_options(settings: dict[str, str], host: str = "", speedup: float = 1.0)
 def make_cell(index: int, settings: dict[str, str], label: str, server: dict[str, str], repeats: int = 1) -> Cell:
     """The Cell that runs ``settings``: its key from them, its DURATION as `load` reads it (None under REQUESTS)."""
     config = cell_options(settings)
-    return Cell(index, settings, cell_key(settings), label, server, None if config.requests else config.duration_s, repeats)
+    return Cell(index, settings, cell_key(settings), label, server, None if config.ends_with_last_request else config.duration_s, repeats)
 
 
 def _setting(key: Any, value: Any, where: str) -> str:

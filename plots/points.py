@@ -20,9 +20,11 @@ __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE",
            "fmt", "x_axis", "grouped", "slo_value", "effort_parts", "by_turn"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
-AXES = ("users", "max_tokens", "prompts", "model", "effort", "gpu")
+AXES = ("users", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "prompts", "model", "effort", "gpu")
 """The settings a scenario varies, in the order a figure prefers them as its x axis."""
-AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "prompts": "prompt set", "model": "model",
+AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "turns": "turns per conversation (TURNS)",
+               "think_time": "think time (THINK_TIME)", "prefix_tokens": "shared prefix tokens (PREFIX_TOKENS)",
+               "trace_speed": "trace speed (TRACE_SPEED)", "prompts": "prompt set", "model": "model",
                "effort": "reasoning effort", "gpu": "GPU"}
 NUMERIC_AXES = ("users", "max_tokens")
 THIN_SAMPLE = 20
@@ -116,6 +118,10 @@ def fmt(attr: str, value: Any) -> str:
         return f"u{value}"
     if attr == "max_tokens":
         return f"max_tokens={value or 'unset'}"
+    if attr in ("turns", "think_time", "prefix_tokens"):
+        return f"{attr}={value}"
+    if attr == "trace_speed":
+        return f"{value:g}x"
     return str(value)
 
 

@@ -94,3 +94,23 @@ def test_the_figures_are_skipped_without_conversations(tmp_path):
     write_summary(folder, summarize(records, {"gpu": "h100", "effort": "medium", "users": 1}))
     data = ttft_by_turn(load_results(folder).cells, tmp_path / "figures")
     assert not data.files and "TURNS" in data.note
+
+
+def test_a_sweep_varying_turns_or_prefix_tokens_draws_them_on_the_x_axis(tmp_path):
+    from plots.figures import ttft_vs_users
+    from plots.points import x_axis
+
+    cells = []
+    for turns, prefix in (("1", 0), ("4", 0), ("1", 2000), ("4", 2000)):
+        folder = tmp_path / f"t{turns}-p{prefix}"
+        folder.mkdir()
+        records = [make_record(request_id=f"r{i}", ttft_s=0.1 * int(turns)) for i in range(3)]
+        (folder / SAMPLES_FILE).write_bytes(b"".join(r.to_json_line() for r in records))
+        config = {"turns": turns, "prefix_tokens": prefix, "users": 8, "gpu": "h100", "effort": "medium", "prompts": "4k"}
+        write_summary(folder, summarize(records, config))
+        cells += load_results(folder).cells
+    assert x_axis(cells) == "turns"
+    data = ttft_vs_users(cells, tmp_path / "figures")
+    assert set(data.panels) == {"(server's) 4k prefix_tokens=0", "(server's) 4k prefix_tokens=2000"}
+    for series in data.panels["(server's) 4k prefix_tokens=0"].values():
+        assert series.x == ("1", "4") and series.y == pytest.approx([100.0, 400.0])

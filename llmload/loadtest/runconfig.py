@@ -23,7 +23,7 @@ from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
 
 __all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
-           "parse_run_args"]
+           "parse_run_args", "parse_values"]
 
 RECORDED_OPTIONS = tuple(o for o in OPTIONS if o.to_locust and not o.secret)
 """A test's options: Locust gets them, and config.json records them (a RunConfig's fields)."""
@@ -167,29 +167,37 @@ def parse_extra_body(text: str) -> dict[str, Any]:
 
 def parse_run_args(settings: Sequence[str]) -> LaunchConfig:
     """A run's settings (KEY=VALUE words or flags), parsed and checked whole: ConfigError names the first wrong one."""
-    config = LaunchConfig.of(parse_settings(settings, OPTIONS))
-    _check(config)
+    config = parse_values(settings)
+    _check_rules(config)
     return config
 
 
-def _check(config: LaunchConfig) -> None:
-    """Raise ConfigError on values the parser lets through: each option's grammar, and the rules between options."""
+def parse_values(settings: Sequence[str]) -> LaunchConfig:
+    """The settings parsed, each value checked against its own grammar but not yet against the others (a scenario
+    checks one setting of its grid at a time, then each cell whole)."""
+    config = LaunchConfig.of(parse_settings(settings, OPTIONS))
     if parse_duration_s(str(config.run_time)) <= 0:
         raise ConfigError(f"DURATION={config.run_time} must be longer than 0 s")
+    if not 0 < config.flush_interval <= 60:
+        raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+    host_port(config.master_bind, "MASTER_BIND")
+    parse_extra_body(config.extra_body)
+    effort_shares(config.effort)
+    parse_slos(config.slo)
+    TurnPlan.of(config.turns, config.think_time)
+    return config
+
+
+def _check_rules(config: LaunchConfig) -> None:
+    """Raise ConfigError where options that are each well formed do not go together."""
     if config.failure_backoff_max < config.failure_backoff:
         raise ConfigError(f"FAILURE_BACKOFF_MAX={config.failure_backoff_max:g} is below FAILURE_BACKOFF={config.failure_backoff:g}; "
                           "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
     if web_login() is None and config.web_host != "127.0.0.1":
         raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
-    check_metrics_host(config.metrics_host, config.metrics_port)
-    if not 0 < config.flush_interval <= 60:
-        raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
     if config.workers and config.expect_remote_workers:
         raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
-    host_port(config.master_bind, "MASTER_BIND")
-    parse_extra_body(config.extra_body)
-    effort_shares(config.effort)
-    parse_slos(config.slo)
+    check_metrics_host(config.metrics_host, config.metrics_port)
     _check_open_loop(config)
     if config.early_stop == "on" and not config.slo:
         raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
@@ -197,7 +205,7 @@ def _check(config: LaunchConfig) -> None:
 
 
 def _check_workload(config: LaunchConfig) -> None:
-    """TURNS, THINK_TIME and the shared prefixes: their grammars, and what each needs."""
+    """What TURNS, THINK_TIME, the shared prefixes and TRACE each need of the others."""
     plan = TurnPlan.of(config.turns, config.think_time)
     if plan.think_s and not plan.conversations:
         raise ConfigError(f"THINK_TIME={config.think_time} is the wait between turns of a conversation; give TURNS above 1 "

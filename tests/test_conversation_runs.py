@@ -14,7 +14,7 @@ from llmload.promptsets.tokens import prompt_tokens, text_tokens
 from llmload.promptsets.traces import read_trace
 from llmload.results.records import read_records
 from llmload.sim import start_sim, stop_sim
-from wire_recorder import WireRecorder
+from wire_recorder import WireRecorder, check_history_is_the_answers
 
 pytestmark = pytest.mark.integration
 
@@ -33,25 +33,6 @@ def wire(sim_fast):
     recorder = WireRecorder((parsed.hostname, parsed.port))
     yield recorder
     recorder.close()
-
-
-def check_history_is_the_answers(exchanges) -> dict[int, int]:
-    """Each later turn's messages: the turn before's, its answer as streamed, one new user message; per turn, how many."""
-    by_messages = defaultdict(list)  # two conversations may start from the same prompt
-    for e in exchanges:
-        by_messages[json.dumps(e.body["messages"])].append(e)
-    turns: dict[int, int] = defaultdict(int)
-    for e in exchanges:
-        messages = e.body["messages"]
-        turn = 1 + sum(m["role"] == "assistant" for m in messages)
-        turns[turn] += 1
-        if turn == 1:
-            continue
-        assert messages[-1]["role"] == "user" and messages[-2]["role"] == "assistant"
-        before = by_messages[json.dumps(messages[:-2])]  # the turn before sent exactly the rest ...
-        assert messages[-2]["content"] in [b.answer for b in before]  # ... and streamed this answer (reasoning left out)
-        assert e.usage["prompt_tokens"] == prompt_tokens(messages, e.body.get("reasoning_effort", "medium"))
-    return dict(turns)
 
 
 def test_each_turn_sends_the_history_with_the_answers_as_streamed(wire, tmp_path):

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
+
+from llmload.promptsets.tokens import prompt_tokens
 
 
 @dataclass
@@ -107,3 +110,23 @@ def _messages(data: bytes) -> Iterator[tuple[bytes, bytes]]:
             length = int(headers.get(b"content-length", b"0"))
             body, data = data[:length], data[length:]
             yield head, body
+
+
+def check_history_is_the_answers(exchanges: list[Exchange]) -> dict[int, int]:
+    """Assert that each later turn's messages are the turn before's, its answer as streamed and one new user message,
+    and that the server counted each prompt as the suite does; return how many requests each turn had."""
+    by_messages = defaultdict(list)  # two conversations may start from the same prompt
+    for e in exchanges:
+        by_messages[json.dumps(e.body["messages"])].append(e)
+    turns: dict[int, int] = defaultdict(int)
+    for e in exchanges:
+        messages = e.body["messages"]
+        turn = 1 + sum(m["role"] == "assistant" for m in messages)
+        turns[turn] += 1
+        if turn == 1:
+            continue
+        assert messages[-1]["role"] == "user" and messages[-2]["role"] == "assistant"
+        before = by_messages[json.dumps(messages[:-2])]  # the turn before sent exactly the rest ...
+        assert messages[-2]["content"] in [b.answer for b in before]  # ... and streamed this answer (reasoning left out)
+        assert e.usage["prompt_tokens"] == prompt_tokens(messages, e.body.get("reasoning_effort", "medium"))
+    return dict(turns)

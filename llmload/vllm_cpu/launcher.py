@@ -211,7 +211,9 @@ def start(name: str, port: int) -> VllmServer:
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
                "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
                "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", str(_MAX_MODEL_LEN),
-               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0"]
+               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0",
+               # vLLM's default on this CPU, said out loud; usage then tells each request's cached prompt tokens
+               "--enable-prefix-caching", "--enable-prompt-tokens-details"]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=_server_env(), start_new_session=True)

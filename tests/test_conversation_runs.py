@@ -5,7 +5,6 @@ their times with their lengths."""
 
 import json
 from collections import defaultdict
-from urllib.parse import urlparse
 
 import pytest
 
@@ -14,7 +13,7 @@ from llmload.promptsets.tokens import prompt_tokens, text_tokens
 from llmload.promptsets.traces import read_trace
 from llmload.results.records import read_records
 from llmload.sim import start_sim, stop_sim
-from wire_recorder import WireRecorder, check_history_is_the_answers
+from wire_recorder import check_history_is_the_answers, recording
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +28,8 @@ def sim_fast():
 
 @pytest.fixture
 def wire(sim_fast):
-    parsed = urlparse(sim_fast)
-    recorder = WireRecorder((parsed.hostname, parsed.port))
-    yield recorder
-    recorder.close()
+    with recording(sim_fast) as recorder:
+        yield recorder
 
 
 def test_each_turn_sends_the_history_with_the_answers_as_streamed(wire, tmp_path):

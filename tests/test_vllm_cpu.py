@@ -9,7 +9,6 @@ import socket
 import statistics
 import time
 import urllib.request
-from urllib.parse import urlparse
 
 import pytest
 
@@ -20,7 +19,7 @@ from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
 from llmload.promptsets.tokens import prompt_tokens
 from llmload.vllm_cpu.launcher import start, stop
-from wire_recorder import WireRecorder, check_history_is_the_answers
+from wire_recorder import check_history_is_the_answers, recording
 
 pytestmark = pytest.mark.vllm
 
@@ -273,10 +272,8 @@ def test_a_real_vllm_is_recorded_as_what_it_reported(gptoss, tmp_path):
 
 @pytest.fixture
 def wire_gptoss(gptoss):
-    parsed = urlparse(gptoss)
-    recorder = WireRecorder((parsed.hostname, parsed.port))
-    yield recorder
-    recorder.close()
+    with recording(gptoss) as recorder:
+        yield recorder
 
 
 def test_a_conversation_sends_back_the_answers_and_finds_its_history_in_the_prefix_cache(wire_gptoss, tmp_path):

@@ -8,7 +8,9 @@ import socket
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+from contextlib import contextmanager
 from typing import Iterator
+from urllib.parse import urlparse
 
 from llmload.promptsets.tokens import prompt_tokens
 
@@ -70,6 +72,17 @@ class WireRecorder:
                     events = [e[6:] for e in answer.split(b"\n\n") if e.startswith(b"data: ") and e != b"data: [DONE]"]
                     out.append(Exchange(json.loads(body), [json.loads(e) for e in events]))
         return out
+
+
+@contextmanager
+def recording(url: str) -> Iterator[WireRecorder]:
+    """A WireRecorder in front of the server at ``url`` while the block runs."""
+    parsed = urlparse(url)
+    recorder = WireRecorder((parsed.hostname, parsed.port))
+    try:
+        yield recorder
+    finally:
+        recorder.close()
 
 
 def _pump(source: socket.socket, sink: socket.socket, kept: bytearray) -> None:

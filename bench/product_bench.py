@@ -93,17 +93,19 @@ def _token_events(samples: Path) -> int:
     return events
 
 
-def _product_run(streams: int, workers: int, args: argparse.Namespace, tmp: Path) -> Row:
-    """One `python -m llmload load` run against a fresh target with a send log."""
+def _product_run(streams: int, workers: int, args: argparse.Namespace, tmp: Path, settings: tuple[str, ...] = (),
+                 path: str = "make load") -> Row:
+    """One `python -m llmload load` run (with more ``settings``) against a fresh target with a send log."""
     from llmload.sim import start_sim, stop_sim
 
-    send_log = tmp / f"send-{streams}-{workers}.jsonl"
-    out = tmp / f"run-{streams}-{workers}"
+    name = f"{streams}-{workers}-{len(list(tmp.iterdir()))}"
+    send_log = tmp / f"send-{name}.jsonl"
+    out = tmp / f"run-{name}"
     process, base_url = start_sim(["--fixed-ttft-ms", str(args.ttft_ms), "--fixed-itl-ms", str(args.itl_ms),
                                    "--send-log", str(send_log)])
     command = [sys.executable, "-m", "llmload", "load", f"HOST={base_url}", f"USERS={streams}", "SPAWN_RATE=0",
                f"REQUESTS={args.requests_per_stream * streams}", "EFFORT=medium", f"MAX_TOKENS={args.tokens}",
-               'EXTRA_BODY={"ignore_eos": true}', f"WORKERS={workers}", f"OUT={out}"]
+               'EXTRA_BODY={"ignore_eos": true}', f"WORKERS={workers}", f"OUT={out}", *settings]
     started_s = time.monotonic()
     try:
         done = subprocess.run(command, cwd=BENCH.parent, capture_output=True, text=True, timeout=args.timeout_s)
@@ -123,7 +125,7 @@ def _product_run(streams: int, workers: int, args: argparse.Namespace, tmp: Path
     read = [p["arrival_to_read_lag_ms"]["p99"] for p in processes if p["arrival_to_read_lag_ms"]["p99"] is not None]
     per_read = [p["events_per_read"] for p in readers if p.get("events_per_read") is not None]
     verdict = (generator.get("advice") or ("limited" if generator.get("generator_limited") else "kept up"))
-    return Row("make load", streams, workers, np.abs(np.asarray(token_err_s)) * 1e3,
+    return Row(path, streams, workers, np.abs(np.asarray(token_err_s)) * 1e3,
                np.abs(np.asarray(ttft_err_s)) * 1e3, joined, unjoined, max(loop) if loop else None,
                max(read) if read else None, float(np.mean(per_read)) if per_read else None,
                cpu_s / events * 1e6 if cpu_s and events else None,

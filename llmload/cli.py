@@ -40,7 +40,7 @@ from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
 from llmload.loadtest.console import Progress, banner_lines
-from llmload.loadtest.preflight import check_api, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
@@ -50,6 +50,7 @@ from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir
                                      rebuild_summary, recompute_summary, write_summary)
 from llmload.results.summary import Summary
 from llmload.loadtest.target import target
+from llmload.loadtest.workload import workload_of
 
 __all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
 
@@ -63,16 +64,16 @@ def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool,
 
     ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
     """
-    # RATE: one user per process dispatches that process's share of the schedule
-    users = (options.workers or options.expect_remote_workers or 1) if options.rate else options.num_users
+    # RATE or TRACE: one user per process dispatches that process's share of the schedule
+    users = (options.workers or options.expect_remote_workers or 1) if options.open_loop else options.num_users
     values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(users),
               "run_time": f"{max(1, math.ceil(options.scaled_duration_s))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in RECORDED_OPTIONS:  # the API key goes in the environment, not on a command line that ps can read
-        if o.dest == "run_time" and options.requests:
-            continue  # with REQUESTS the test ends when the last request does
+        if o.dest == "run_time" and options.ends_with_last_request:
+            continue  # with REQUESTS (or TRACE) the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     if options.workers:
         argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
@@ -124,12 +125,14 @@ def _locustfile() -> Path:
     return path
 
 
-def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str]]:
-    """The run's options and the body fields its prompts set themselves (checked before any server starts)."""
+def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dict[str, str], int]:
+    """The run's options, the body fields its prompts set themselves and its measured requests (REQUESTS, or TRACE's
+    rows; 0: DURATION decides), checked before any server starts."""
     options = parse_run_args(settings)
     if (gpu := profile_gpu(options.target_profile, settings)) is not None:
         options = dataclasses.replace(options, gpu=gpu)
-    overrides = prompt_overrides(load_prompt_set(options.prompts, options.seed))
+    workload = workload_of(options)
+    overrides = prompt_overrides(workload.prompts)
     _check_out(options.out)
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
@@ -138,7 +141,7 @@ def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dic
         if options.metrics_port == options.web_port:
             raise ConfigError(f"METRICS_PORT={options.metrics_port} is WEB_PORT too; give METRICS_PORT another port")
     _check_metrics_port(options)
-    return options, overrides
+    return options, overrides, len(workload.trace.rows) if workload.trace else options.requests
 
 
 def _check_out(out: str) -> None:
@@ -198,16 +201,17 @@ def _remove_if_empty(made: list[Path], out: Path) -> None:
 
 
 def _run(settings: Sequence[str], headless: bool) -> int:
-    options, overrides = _prepare(settings, headless)
+    options, overrides, requests = _prepare(settings, headless)
     key = read_api_key(options.api_key_file)
     env = {**os.environ, "API_KEY": key}  # Locust's session reads it there; API_KEY_FILE is resolved here
     with SignalForwarder() as signals, target(options) as host:
         info = probe_server(host, key)
         model = resolve_model(options.model, info)
         check_api(info, options.api, key)
+        check_prefix_fits(options.prefix_tokens, info, model)
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        progress = Progress(out / SAMPLES_FILE, None if options.requests else options.scaled_duration_s, options.requests)
+        progress = Progress(out / SAMPLES_FILE, None if requests else options.scaled_duration_s, requests)
         if headless:
             argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]

@@ -220,6 +220,22 @@ TABLE: tuple[Option, ...] = (
            "(split evenly over workers); one due while all are busy waits for a slot (0: no cap)", minimum=0),
     Option("EARLY_STOP", "--early-stop", "early_stop", "off", "with SLO: end the run as soon as an SLO's failure is certain "
            "(a sequential test), not at DURATION", choices=("off", "on")),
+    # issue-22: conversations, shared prefixes, trace replay
+    Option("TURNS", "--turns", "turns", "1", "conversations: each user holds one of N turns at a time (or A-B, drawn per "
+           "conversation), every turn sending the history so far; REQUESTS counts turns; with RATE, conversations start "
+           "at RATE per second"),
+    Option("THINK_TIME", "--think-time", "think_time", "0", "with TURNS: the wait between an answer and the next turn, "
+           "a duration (e.g. 5s) or exp:MEAN (exponential, e.g. exp:5s); divided by SPEEDUP like DURATION"),
+    Option("PREFIX_TOKENS", "--prefix-tokens", "prefix_tokens", 0, "the same system message of exactly N tokens before "
+           "every prompt (0: none)", minimum=0),
+    Option("PREFIX_GROUPS", "--prefix-groups", "prefix_groups", 1, "with PREFIX_TOKENS: this many distinct prefixes, "
+           "prompt i of the set getting prefix i mod N", minimum=1),
+    Option("TRACE", "--trace", "trace", "", "replay a trace: a Mooncake JSONL or an Azure LLM inference CSV file; each "
+           "row is sent at its time with a prompt of its input length and max_tokens its output length (replaces "
+           "PROMPTS, USERS and RATE; the run ends with its last row)"),
+    Option("TRACE_SPEED", "--trace-speed", "trace_speed", 1.0, "with TRACE: replay this many times faster (2: twice as "
+           "fast; times SPEEDUP)", above=0),
+    Option("TRACE_LIMIT", "--trace-limit", "trace_limit", 0, "with TRACE: replay only its first N rows (0: all)", minimum=0),
     Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
            "sequence (also on top of FIXED_ITL_MS): a known capacity, for tests", commands=("serve-sim",), value_type=float,
            minimum=0),

@@ -54,6 +54,8 @@ class CapacityPlot:
     """Each step's load, whether it met every SLO, and why it stopped early (None: it ran out DURATION)."""
     rehearsals: tuple[str, ...] = ()
     """REHEARSAL with its factor, one per factor, when the steps ran against the built-in target."""
+    conversations: bool = False
+    """The steps' users held conversations (TURNS above 1): RATE counts conversations started per second."""
 
 
 def _points(results: Sequence[SloResult], load: float) -> dict[str, SloPoint]:
@@ -68,12 +70,15 @@ def load_capacity(out: Path) -> CapacityPlot:
     lines: dict[str, dict[str, list[SloPoint]]] = {}  # slo -> line -> points
     limits: dict[str, float] = {}
     stamps: set[str] = set()
+    turns: set[str] = set()
     for step in steps:
         cell = Path(out) / "cells" / step.key
         summary = read_summary(cell) if (cell / SUMMARY_FILE).exists() else None  # else the step's own record
         served_by = served_by_of(summary.config if summary else {})
         if is_rehearsal(served_by):
             stamps.add(rehearsal_label(served_by))
+        if summary is not None:
+            turns.add(str(summary.config.get("turns") or "1").strip())
         parts = {WHOLE_RUN: summary.slo, **{e: m.slo for e, m in summary.by_effort.items()}} if summary else {WHOLE_RUN: step.slo}
         for line, results in parts.items():
             for slo, point in _points(results, float(step.load)).items():
@@ -82,4 +87,5 @@ def load_capacity(out: Path) -> CapacityPlot:
     panels = tuple(SloPanel(slo, limits[slo], {line: tuple(points) for line, points in by_line.items()})
                    for slo, by_line in lines.items())
     return CapacityPlot(result.by, result.answer, result.answer_ci95, result.stopped_because, panels,
-                        tuple((float(s.load), s.passed, s.stopped_early) for s in steps), tuple(sorted(stamps)))
+                        tuple((float(s.load), s.passed, s.stopped_early) for s in steps), tuple(sorted(stamps)),
+                        any(t != "1" for t in turns))

@@ -28,7 +28,10 @@ def _spaced_labels(values: Sequence[float], log: bool, min_gap: float = 0.06) ->
 def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> FigureData:
     """Per SLO: its statistic at each step (whole run, and each effort of a mix) with 95% intervals, the
     limit, the capacity and its interval; hollow points fail the SLO, '?' marks an uncertain verdict."""
-    searched = "concurrent users (USERS)" if plot.by == "users" else "requests/s (RATE)"
+    if plot.conversations:
+        searched = "users holding conversations (USERS)" if plot.by == "users" else "conversations started per second (RATE)"
+    else:
+        searched = "concurrent users (USERS)" if plot.by == "users" else "requests/s (RATE)"
     shown = "none" if plot.answer is None else f"{plot.answer:g}"
     bounds = ", ".join("n/a" if b is None else f"{b:g}" for b in plot.answer_ci95)
     data = FigureData(name, f"Capacity: {'USERS' if plot.by == 'users' else 'RATE'}={shown} meets every SLO "

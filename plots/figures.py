@@ -15,10 +15,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from llmload.results.metrics import BY_NAME, METRICS
+from llmload.results.metrics import BY_NAME, METRICS, Metric
 from plots.drawing import (COLORS, LINESTYLES, PALETTE, STYLE, FigureData, draw_series, effort_color, figure_legend,
                            gpu_marker, line_figure, line_style, panel_grid, plt, save_figure, stamp_of)
-from plots.points import (AXIS_LABELS, Plotted, Series, effort_key, effort_parts, fmt, grouped, slo_value, sort_key,
+from plots.points import (AXIS_LABELS, Plotted, Series, by_turn, effort_key, effort_parts, fmt, grouped, slo_value, sort_key,
                           varying, x_axis)
 from plots.results import MeasuredCell
 from plots.timelines import kv_cache_timeline, server_timeline
@@ -54,6 +54,53 @@ reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output toke
                               Plotted("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
 answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
                              Plotted("answered_ratio", "requests_ok", scale=100.0))
+
+
+def _by_turn(name: str, title: str, ylabel: str, field: str, slo: str):
+    """A figure of ``field``'s median (band to p90) against the conversation turn, a line per run with TURNS: later
+    turns send the history, so the prefix cache decides how it grows."""
+    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
+        data = FigureData(name, title, "conversation turn", ylabel, stamp=_stamp(cells), x_setting="turn",
+                          slo=slo_value(cells, Metric(f"{field}.median", f"{field}.count", slo=slo)))
+        series = by_turn(cells, field)
+        if series:
+            data.panels["all"] = series
+        else:
+            data.note = "no run held conversations (TURNS above 1)"
+        return _line_figure(data, out)
+    figure.__name__ = name
+    figure.__doc__ = title
+    return figure
+
+
+ttft_by_turn = _by_turn("ttft_by_turn", "Time to first token by conversation turn (median, band to p90)", "TTFT (ms)",
+                        "ttft_ms", "ttft")
+ttfvt_by_turn = _by_turn("ttfvt_by_turn", "Time to first visible token by conversation turn (median, band to p90)",
+                         "TTFVT (ms)", "ttfvt_ms", "ttfvt")
+
+
+def _by_turn(metric: Metric):
+    """A figure of ``metric``'s median (band to p90) against the conversation turn, a line per run with TURNS: later
+    turns send the history, so the prefix cache decides how it grows."""
+    name = f"{metric.name}_by_turn"
+
+    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
+        data = FigureData(name, f"{metric.title} by conversation turn (median, band to p90)", "conversation turn",
+                          f"{metric.label} ({metric.unit})", stamp=stamp_of(cells), x_setting="turn",
+                          slo=slo_value(cells, Plotted.median_of(metric)))
+        series = by_turn(cells, metric.summary)
+        if series:
+            data.panels["all"] = series
+        else:
+            data.note = "no run held conversations (TURNS above 1)"
+        return line_figure(data, out)
+    figure.__name__ = name
+    figure.__doc__ = f"{metric.title} by conversation turn"
+    return figure
+
+
+ttft_by_turn = _by_turn(BY_NAME["ttft"])
+ttfvt_by_turn = _by_turn(BY_NAME["ttfvt"])
 
 
 # ---- figure 3: output tokens per model and effort -------------------------------------------------
@@ -220,7 +267,7 @@ def throughput_vs_latency(cells: Sequence[MeasuredCell], out: Path) -> FigureDat
 STUDY_FIGURES = (fig1_response_time, fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens,
                  fig5_gpu_response_time, fig6_gpu_requests_per_s, fig7_gpu_tpot, fig8_gpu_output_throughput)
 BEYOND_FIGURES = (*METRIC_FIGURES.values(), throughput_vs_latency, server_timeline, kv_cache_timeline, reasoning_share,
-                  answered_share, cost_vs_users)
+                  answered_share, cost_vs_users, ttft_by_turn, ttfvt_by_turn)
 
 
 _work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None

@@ -18,12 +18,14 @@ from llmload.results.slo import parse_slos
 from plots.results import MeasuredCell, effort_part
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Plotted", "Series", "sort_key", "effort_key", "varying",
-           "fmt", "x_axis", "grouped", "slo_value", "effort_parts"]
+           "fmt", "x_axis", "grouped", "slo_value", "effort_parts", "by_turn"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
-AXES = ("users", "max_tokens", "prompts", "model", "effort", "gpu")
+AXES = ("users", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "prompts", "model", "effort", "gpu")
 """The settings a scenario varies, in the order a figure prefers them as its x axis."""
-AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "prompts": "prompt set", "model": "model",
+AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "turns": "turns per conversation (TURNS)",
+               "think_time": "think time (THINK_TIME)", "prefix_tokens": "shared prefix tokens (PREFIX_TOKENS)",
+               "trace_speed": "trace speed (TRACE_SPEED)", "prompts": "prompt set", "model": "model",
                "effort": "reasoning effort", "gpu": "GPU"}
 NUMERIC_AXES = ("users", "max_tokens")
 THIN_SAMPLE = 20
@@ -122,6 +124,10 @@ def fmt(attr: str, value: Any) -> str:
         return f"u{value}"
     if attr == "max_tokens":
         return f"max_tokens={value or 'unset'}"
+    if attr in ("turns", "think_time", "prefix_tokens"):
+        return f"{attr}={value}"
+    if attr == "trace_speed":
+        return f"{value:g}x"
     return str(value)
 
 
@@ -169,4 +175,21 @@ def grouped(cells: Sequence[MeasuredCell], panel_attrs: Sequence[str], series_at
                 tuple(xs), tuple(metric.value(c) for c in cs), tuple(int(c.metric(metric.n_path) or 0) for c in cs),
                 tuple(metric.upper(c) for c in cs), tuple(metric.ci95(c) for c in cs), tuple(not c.complete for c in cs),
                 efforts.pop() if len(efforts) == 1 else "", gpus.pop() if len(gpus) == 1 else "", mixes.pop() if len(mixes) == 1 else "")
+    return out
+
+
+def by_turn(cells: Sequence[MeasuredCell], field: str) -> dict[str, Series]:
+    """Per run with conversations (summary.json's ``by_turn``): the median of ``field`` (``ttft_ms``) at each turn, a
+    band to its p90, its interval and n; one series per run, labelled by what tells the runs apart."""
+    out: dict[str, Series] = {}
+    for c in cells:
+        turns = sorted(c.summary.by_turn.items(), key=lambda item: int(item[0]))
+        shown = [(int(turn), getattr(part, field)) for turn, part in turns if getattr(part, field).median is not None]
+        if not shown:
+            continue
+        label = (c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}") or "run"
+        out[label] = Series(tuple(t for t, _ in shown), tuple(d.median for _, d in shown), tuple(d.count for _, d in shown),
+                            tuple(d.p90 for _, d in shown), tuple(None if d.median_ci95 is None else tuple(d.median_ci95)
+                                                                  for _, d in shown),
+                            tuple(not c.complete for _ in shown), gpu=c.gpu)
     return out

@@ -27,7 +27,8 @@ from llmload.results.sweepfiles import PlannedCell, read_cell_marker, read_scena
 __all__ = ["ResultsError", "MeasuredCell", "effort_part", "MissingCell", "Results", "load_results", "WORKLOAD_KEYS"]
 
 WORKLOAD_KEYS = ("MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS", "REQUESTS", "WARMUP_REQUESTS",
-                 "ORDER", "NONCE", "TEMPERATURE", "SEED", "EXTRA_BODY", "CLIENT")
+                 "ORDER", "NONCE", "TEMPERATURE", "SEED", "EXTRA_BODY", "CLIENT", "TURNS", "THINK_TIME", "PREFIX_TOKENS",
+                 "PREFIX_GROUPS", "TRACE", "TRACE_SPEED", "TRACE_LIMIT")
 """The settings that define a workload; a cell's GPU and server are not among them."""
 
 
@@ -95,11 +96,29 @@ class MeasuredCell:
     def max_tokens(self) -> int:
         return int(self.value("MAX_TOKENS") or 0)
 
+    @property
+    def turns(self) -> str:
+        return str(self.value("TURNS") or "1")
+
+    @property
+    def think_time(self) -> str:
+        return str(self.value("THINK_TIME") or "0")
+
+    @property
+    def prefix_tokens(self) -> int:
+        return int(self.value("PREFIX_TOKENS") or 0)
+
+    @property
+    def trace_speed(self) -> float:
+        return float(self.value("TRACE_SPEED") or 1.0)
+
     def workload(self) -> tuple[tuple[str, str], ...]:
-        """What the cell measured, without where it ran: equal for the same cell on two servers."""
+        """What the cell measured, without where it ran: equal for the same cell on two servers. A setting the run did
+        not record (results older than it) counts as its default."""
         out = []
         for key in WORKLOAD_KEYS:
-            value = self.model if key == "MODEL" else self.prompts if key == "PROMPTS" else self.config.get(config_name(option_by_key(key)))
+            option = option_by_key(key)
+            value = self.model if key == "MODEL" else self.prompts if key == "PROMPTS" else self.config.get(config_name(option), option.default)
             out.append((key, json.dumps(value, sort_keys=True)))
         return tuple(out)
 

@@ -50,6 +50,7 @@ def _summary_with(**changed) -> str:
 
 
 SCENARIO = f"SCENARIO={REPO / 'scenarios' / 'h100-grid.yaml'}"
+TRACE_LINE = '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
 UNUSED_HOST = "HOST=http://127.0.0.1:9"  # never reached: the settings are refused before any request
 
 # name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
@@ -104,6 +105,21 @@ CASES = {
     "calibrate without RESULTS": (lambda t, out: ["calibrate", "PROFILE=h200-gpt-oss-20b-bf16"], "RESULTS is missing"),
     "calibrate on a folder that is no results": (lambda t, out: ["calibrate", f"RESULTS={t}", "PROFILE=h200-gpt-oss-20b-bf16"],
                                                  "not a results folder"),
+    "TURNS=0": (lambda t, out: ["load", "TURNS=0", f"OUT={out}"], "TURNS=0"),
+    "TURNS a falling range": (lambda t, out: ["load", "TURNS=5-2", f"OUT={out}"], "TURNS=5-2"),
+    "THINK_TIME not a duration": (lambda t, out: ["load", "TURNS=3", "THINK_TIME=soon", f"OUT={out}"], "THINK_TIME='soon'"),
+    "THINK_TIME without TURNS": (lambda t, out: ["load", "THINK_TIME=5s", f"OUT={out}"], "give TURNS above 1"),
+    "PREFIX_GROUPS without PREFIX_TOKENS": (lambda t, out: ["load", "PREFIX_GROUPS=4", f"OUT={out}"], "needs PREFIX_TOKENS"),
+    "TRACE missing": (lambda t, out: ["load", f"TRACE={t / 'no-trace.jsonl'}", f"OUT={out}"], "no-trace.jsonl: no such file"),
+    "TRACE with a malformed line": (lambda t, out: ["load", f"TRACE={_file(t, 'bad.jsonl', TRACE_LINE + '{oops}')}", f"OUT={out}"],
+                                    "bad.jsonl:2: not JSON"),
+    "TRACE of an unknown format": (lambda t, out: ["load", f"TRACE={_file(t, 'bad.csv', 'a,b,c')}", f"OUT={out}"],
+                                   "unknown trace format"),
+    "TRACE with RATE": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", "RATE=5", f"OUT={out}"],
+                        "RATE with TRACE"),
+    "TRACE with USERS": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", "USERS=8", f"OUT={out}"],
+                         "USERS with TRACE"),
+    "TRACE_SPEED without TRACE": (lambda t, out: ["load", "TRACE_SPEED=2", f"OUT={out}"], "TRACE_SPEED applies with TRACE"),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {
@@ -166,6 +182,15 @@ def test_https_to_a_plain_http_port_says_so_at_once(sim_fixed, tmp_path):
     done = run_cli("load", f"HOST={sim_fixed.replace('http://', 'https://')}", f"OUT={out}", timeout_s=8)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "does not speak TLS" in done.stderr and "use http://" in done.stderr, done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.integration
+def test_a_prefix_above_the_models_max_context_is_refused_before_any_request(sim_fixed, tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim_fixed}", "PREFIX_TOKENS=131072", "REQUESTS=1", f"OUT={out}", timeout_s=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: PREFIX_TOKENS=131072 does not fit") and "takes 131072" in done.stderr
     assert not out.exists()
 
 

@@ -13,6 +13,7 @@ from llmload.results.slo import parse_slos
 from llmload.sim import start_sim, stop_sim
 from llmload.sweep.capacity import Step, answer, next_load, step_of
 from plots.capacity import WHOLE_RUN, load_capacity
+from plots.capacity_figure import capacity_figure
 
 
 def search(capacity: float, start: float = 1.0, maximum: float = 1024.0, precision: float = 0.1, whole: bool = True):
@@ -174,3 +175,18 @@ def test_one_sure_miss_makes_a_failing_step_certain():
     assert not unsure.slo_met and not step_of(8, "k", unsure).certain
     stopped = replace(unsure, stopped_early="tpot_median<=29.5ms fails")
     assert step_of(8, "k", stopped).certain
+
+
+@pytest.mark.integration
+def test_with_turns_the_search_counts_conversations_started_per_second(tmp_path):
+    out = tmp_path / "cap"
+    done = run_cli("capacity", "CAPACITY_BY=rate", "TURNS=3", "SLO=ttft_p90<=10s", "SPEEDUP=20", "DURATION=20s",
+                   "CAPACITY_START=1", "CAPACITY_MAX=2", "MAX_TOKENS=20", f"OUT={out}", timeout_s=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads((out / "capacity.json").read_text())
+    assert [s["load"] for s in result["steps"]] == [1, 2] and result["max_rate"] == 2
+    assert "Capacity: RATE=2 conversations/s meets SLO" in done.stdout
+    summary = json.loads((out / "cells" / result["steps"][-1]["key"] / "summary.json").read_text())
+    assert summary["config"]["turns"] == "3" and "1" in summary["by_turn"]  # each step's users held conversations
+    plot = load_capacity(out)
+    assert plot.conversations and capacity_figure(plot, tmp_path).xlabel == "conversations started per second (RATE)"

@@ -2,7 +2,6 @@
 
 import pytest
 from llmload.client.body import ChatOptions, chat_body
-from llmload.promptsets.tokens import prompt_tokens
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
@@ -21,10 +20,3 @@ def test_effort_none_and_max_tokens_and_overrides():
     assert "reasoning_effort" not in body and body["stream_options"] == {"include_usage": True}
     assert body["ignore_eos"] is True and body["top_p"] == 0.5
     assert body["max_tokens"] == 7  # run option < prompt's request < EXTRA_BODY
-
-
-def test_nonce_leads_the_first_message_and_costs_five_tokens():
-    body = chat_body(ChatOptions(model="m"), MESSAGES, nonce="123456789012")
-    assert body["messages"][0]["content"] == "123456789012\nSummarise the thread."
-    assert MESSAGES[0]["content"] == "Summarise the thread."  # the prompt set is not changed
-    assert prompt_tokens(body["messages"]) - prompt_tokens(MESSAGES) == 5

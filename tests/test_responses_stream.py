@@ -139,8 +139,8 @@ def test_a_stream_cut_before_its_terminal_event_has_no_end():
 
 def test_responses_body_maps_effort_and_the_token_limit():
     options = ChatOptions(model="m", effort="high", max_tokens=300, temperature=0.5, extra_body={"top_p": 0.9})
-    body = responses_body(options, MESSAGES, request={"max_tokens": 50, "ignore_eos": True}, nonce="000000000042")
-    assert body == {"model": "m", "input": [{"role": "user", "content": "000000000042\nhi"}], "stream": True,
+    body = responses_body(options, MESSAGES, request={"max_tokens": 50, "ignore_eos": True})
+    assert body == {"model": "m", "input": MESSAGES, "stream": True,
                     "temperature": 0.5, "max_output_tokens": 50, "reasoning": {"effort": "high"}, "ignore_eos": True,
                     "top_p": 0.9}
     plain = responses_body(ChatOptions(model="m", effort="none"), MESSAGES)
@@ -178,3 +178,16 @@ def test_real_vllm_responses_stream_reads_as_its_chat_stream():
 def test_real_vllm_responses_stream_cut_by_max_output_tokens():
     r = _read("tiny-gptoss-responses-max5.sse", acc())
     assert r.ok and r.finish_reason == "length" and not r.answered and (r.completion_tokens, r.reasoning_tokens) == (5, 2)
+
+
+def test_a_conversation_keeps_the_answer_text_of_a_responses_stream():
+    """TURNS over API=responses: the output_text deltas are the answer the next turn sends back; reasoning is not."""
+    from llmload.client.apis import APIS
+
+    answer: list[str] = []
+    a = APIS["responses"].answer_accumulator("r1", "p1", 1_700_000_000.0, START)
+    a.answer = answer
+    a.on_chunk(START + 0.01, delta("reasoning_text", "think"))
+    a.on_chunk(START + 0.02, delta("output_text", "Hel"))
+    a.on_chunk(START + 0.03, delta("output_text", "lo"))
+    assert "".join(answer) == "Hello"

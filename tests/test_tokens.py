@@ -14,7 +14,20 @@ MESSAGES = [
     [{"role": "user", "content": "次の問い合わせを三行で要約してください。\n\nお客様: 商品が届きません。"}],
     [{"role": "user", "content": ""}],
     [{"role": "user", "content": "first"}, {"role": "assistant", "content": "reply"}, {"role": "user", "content": "  spaces\n\n\ttabs "}],
+    # a system message (vLLM: developer instructions), an empty answer (left out), a second system message
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a"}, {"role": "assistant", "content": ""},
+     {"role": "user", "content": "b"}, {"role": "system", "content": "\n leading space"}, {"role": "user", "content": "c"}],
 ]
+
+
+def _as_vllm_renders(h, message):
+    """vLLM's harmony_utils.parse_chat_input_to_harmony_message, for the messages the suite sends."""
+    role, content = message["role"], message["content"]
+    if role in ("system", "developer"):
+        return [h.Message.from_role_and_content(h.Role.DEVELOPER, h.DeveloperContent.new().with_instructions(content))]
+    if role == "assistant":
+        return [h.Message.from_role_and_content(h.Role.ASSISTANT, content).with_channel("final")] if content else []
+    return [h.Message.from_role_and_content(h.Role(role), content)]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +46,7 @@ def test_count_equals_openai_harmony_render(harmony, messages, effort):
     system = h.SystemContent.new().with_reasoning_effort(getattr(h.ReasoningEffort, effort.upper())).with_conversation_start_date("2026-12-02")
     conversation = h.Conversation.from_messages(
         [h.Message.from_role_and_content(h.Role.SYSTEM, system)]
-        + [h.Message.from_role_and_content(h.Role(m["role"]), m["content"]) for m in messages]
+        + [rendered for m in messages for rendered in _as_vllm_renders(h, m)]
     )
     expected = encoding.render_conversation_for_completion(conversation, h.Role.ASSISTANT)
     assert prompt_tokens(messages, effort, "2026-12-02") == len(expected)

@@ -26,6 +26,9 @@ RECORD_FIELDS = {  # each samples.jsonl version's fields
     2: "request_id prompt_id start_unix_s start_monotonic_s e2e_s ttft_s ttfvt_s tpot_s itl_s prompt_tokens "
        "completion_tokens reasoning_tokens token_source reasoning_source finish_reason answered error error_detail "
        "warmup effort scheduled_monotonic_s slot_wait_s arrival_stamps schema_version",
+    3: "request_id prompt_id start_unix_s start_monotonic_s e2e_s ttft_s ttfvt_s tpot_s itl_s prompt_tokens "
+       "completion_tokens reasoning_tokens cached_tokens token_source reasoning_source finish_reason answered error "
+       "error_detail warmup effort conversation_id turn scheduled_monotonic_s slot_wait_s arrival_stamps schema_version",
 }
 SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (a subclass: those it adds)
     1: {  # the last version-1 files (earlier ones lack some: see summary.py's history)
@@ -72,6 +75,7 @@ SUMMARY_FIELDS[3] = {
 }
 SUMMARY_FIELDS[4] = {**SUMMARY_FIELDS[3], "Measures": SUMMARY_FIELDS[3]["Measures"] + " decode_ms",
                       "Predicted": SUMMARY_FIELDS[3]["Predicted"] + " decode_ms"}
+SUMMARY_FIELDS[5] = {**SUMMARY_FIELDS[4], "Summary": SUMMARY_FIELDS[4]["Summary"] + " by_turn server_prefix_cache_hit_rate"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

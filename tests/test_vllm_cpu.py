@@ -22,6 +22,7 @@ from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
 from llmload.promptsets.tokens import prompt_tokens
 from llmload.vllm_cpu.launcher import start, stop
+from wire_recorder import check_history_is_the_answers, recording
 
 pytestmark = pytest.mark.vllm
 
@@ -434,3 +435,58 @@ def test_the_tool_call_holds_under_sampling(gptoss):
             chats = pool.map(lambda _: _chat_with_tools(gptoss, [ASK], [WEATHER], effort, temperature=1.0),
                              range(requests))
             assert sum(map(_well_formed_call, chats)) >= 0.99 * requests, effort
+
+
+# ---- conversations, shared prefixes and trace replay (issue 22) -------------------------------------------------
+
+@pytest.fixture
+def wire_gptoss(gptoss):
+    with recording(gptoss) as recorder:
+        yield recorder
+
+
+def test_a_conversation_sends_back_the_answers_and_finds_its_history_in_the_prefix_cache(wire_gptoss, tmp_path):
+    records, summary = _load(wire_gptoss.url, tmp_path / "run", "TURNS=3", "USERS=2", "REQUESTS=9", "EFFORT=low",
+                             "TEMPERATURE=0")
+    exchanges = wire_gptoss.exchanges()
+    # Each later turn: the history as sent, the answer as vLLM streamed it (its text only), a new user message; and
+    # vLLM counted every prompt as the suite does (its harmony render of an earlier answer: the final channel).
+    turns = check_history_is_the_answers(exchanges)
+    assert sum(turns.values()) == 9 and turns.get(3, 0) >= 2 and all(e.answer for e in exchanges)
+    records = list(records)
+    for r in records:
+        if r.turn > 1:  # the turn before's prompt and answer are in vLLM's prefix cache
+            before = next(b for b in records if b.conversation_id == r.conversation_id and b.turn == r.turn - 1)
+            assert r.prompt_tokens > before.prompt_tokens and r.cached_tokens and r.cached_tokens > 0
+    assert summary["server_prefix_cache_hit_rate"] > 0
+    assert summary["by_turn"]["2"]["prompt_tokens"]["mean"] > summary["by_turn"]["1"]["prompt_tokens"]["mean"]
+
+
+def test_a_shared_prefix_is_counted_as_vllm_renders_a_system_message(wire_gptoss, tmp_path):
+    records, summary = _load(wire_gptoss.url, tmp_path / "run", "PREFIX_TOKENS=600", "PREFIX_GROUPS=2", "ORDER=sequence",
+                             "REQUESTS=6", "EFFORT=low", "MAX_TOKENS=8")
+    exchanges = wire_gptoss.exchanges()
+    assert len({e.body["messages"][0]["content"] for e in exchanges}) == 2
+    for e in exchanges:
+        assert e.usage["prompt_tokens"] == prompt_tokens(e.body["messages"], "low")  # developer instructions, exactly
+    assert max(r.cached_tokens or 0 for r in records) >= 512  # a later request found its group's prefix cached
+    assert summary["server_prefix_cache_hit_rate"] > 0
+
+
+def test_a_trace_sends_every_row_at_its_time_with_its_lengths(gptoss, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    rows = [{"timestamp": 150 * i, "input_length": 300 + 100 * i, "output_length": 8 + i,
+             "hash_ids": [0, 1 + i % 2] if i % 3 else [10 + i]} for i in range(10)]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    records, summary = _load(gptoss, tmp_path / "run", f"TRACE={trace}", "TRACE_SPEED=2", "EFFORT=low")
+    by_line = {int(r.prompt_id.split("-")[1]): r for r in records}
+    assert sorted(by_line) == list(range(1, 11))  # every row once
+    start = min(r.scheduled_monotonic_s for r in by_line.values())
+    frame = prompt_tokens([{"role": "user", "content": ""}], "low")
+    for line, row in enumerate(rows, 1):
+        r = by_line[line]
+        assert r.scheduled_monotonic_s - start == pytest.approx(row["timestamp"] / 1000 / 2, abs=1e-6)  # at its time
+        assert r.start_monotonic_s >= r.scheduled_monotonic_s
+        assert r.prompt_tokens == frame + row["input_length"]  # exactly its input length, as vLLM counts it
+        assert r.completion_tokens == row["output_length"] and r.finish_reason == "length"  # ignore_eos: forced
+    assert summary["arrivals"]["requests_scheduled"] == 10

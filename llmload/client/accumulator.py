@@ -12,7 +12,7 @@ from typing import Any
 
 from llmload.results.records import RequestRecord, tpot_s
 
-__all__ = ["StreamAccumulator", "ResponsesAccumulator"]
+__all__ = ["StreamAccumulator", "ResponsesAccumulator", "AnswerAccumulator", "ResponsesAnswerAccumulator"]
 
 
 class StreamAccumulator:
@@ -125,6 +125,7 @@ class StreamAccumulator:
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=completion,
             reasoning_tokens=reasoning,
+            cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
             token_source=token_source,
             reasoning_source=reasoning_source,
             finish_reason=self._finish_reason,
@@ -209,3 +210,34 @@ class ResponsesAccumulator(StreamAccumulator):
             self._usage = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
                            "completion_tokens_details": usage.get("output_tokens_details"),
                            "prompt_tokens_details": usage.get("input_tokens_details")}
+
+
+class AnswerAccumulator(StreamAccumulator):
+    """A StreamAccumulator that also keeps the answer's text (``delta.content``) for a conversation's history.
+
+    Only conversations (TURNS above 1) use it: single requests pay nothing for text they never send back.
+    """
+
+    __slots__ = ("answer",)
+    answer: list[str]
+    """Set by the caller: gets each piece of the answer's text as it arrives."""
+
+    def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
+        StreamAccumulator.on_chunk(self, arrived_s, chunk)
+        choices = chunk.get("choices")
+        if choices:
+            content = (choices[0].get("delta") or {}).get("content")
+            if content:
+                self.answer.append(content)
+
+
+class ResponsesAnswerAccumulator(ResponsesAccumulator):
+    """A ResponsesAccumulator that also keeps the answer's text (output_text deltas), as AnswerAccumulator does."""
+
+    __slots__ = ("answer",)
+    answer: list[str]
+
+    def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
+        ResponsesAccumulator.on_chunk(self, arrived_s, chunk)
+        if chunk.get("type") == "response.output_text.delta" and chunk.get("delta"):
+            self.answer.append(chunk["delta"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from llmload.client.accumulator import ResponsesAccumulator, StreamAccumulator
+from llmload.client.accumulator import AnswerAccumulator, ResponsesAccumulator, ResponsesAnswerAccumulator, StreamAccumulator
 from llmload.client.body import ChatOptions, chat_body, responses_body
 
 __all__ = ["Api", "APIS"]
@@ -22,13 +22,15 @@ class Api:
     name: str
     path: str
     """The route under the server root; also the request's name in Locust's tables."""
-    body: Callable[[ChatOptions, list[dict[str, str]], dict[str, Any] | None, str | None], dict[str, Any]]
-    """(the run's options, the messages, the prompt's own request fields, a nonce) -> the JSON body."""
+    body: Callable[[ChatOptions, list[dict[str, str]], dict[str, Any] | None], dict[str, Any]]
+    """(the run's options, the messages, the prompt's own request fields) -> the JSON body."""
     accumulator: type[StreamAccumulator]
+    answer_accumulator: type[StreamAccumulator]
+    """The same, keeping the answer's text (conversations send it back)."""
 
 
 APIS: dict[str, Api] = {
-    "chat": Api("chat", "/v1/chat/completions", chat_body, StreamAccumulator),
-    "responses": Api("responses", "/v1/responses", responses_body, ResponsesAccumulator),
+    "chat": Api("chat", "/v1/chat/completions", chat_body, StreamAccumulator, AnswerAccumulator),
+    "responses": Api("responses", "/v1/responses", responses_body, ResponsesAccumulator, ResponsesAnswerAccumulator),
 }
 

@@ -23,14 +23,8 @@ class ChatOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
-def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None,
-              nonce: str | None = None) -> dict[str, Any]:
-    """The request body: the run's options, then the prompt's own ``request`` fields, then ``extra_body``.
-
-    ``nonce`` goes on a line of its own before the first message's text, so no two requests share
-    a prefix beyond the server's system header (vLLM's prefix cache cannot help).
-    """
-    messages = _with_nonce(messages, nonce)
+def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The request body: the run's options, then the prompt's own ``request`` fields, then ``extra_body``."""
     stream_options: dict[str, bool] = {"include_usage": True}
     if options.continuous_usage:
         stream_options["continuous_usage_stats"] = True
@@ -51,14 +45,13 @@ def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dic
     return body
 
 
-def responses_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None,
-                   nonce: str | None = None) -> dict[str, Any]:
+def responses_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Responses API's body for the same request: ``input`` (the messages), ``reasoning.effort``,
     ``max_output_tokens`` (also for a prompt's own ``max_tokens``); no stream_options, which it has not (its usage
-    comes once, at the end). ``nonce`` as in chat_body."""
+    comes once, at the end)."""
     body: dict[str, Any] = {
         "model": options.model,
-        "input": _with_nonce(messages, nonce),
+        "input": messages,
         "stream": True,
         "temperature": options.temperature,
     }
@@ -74,10 +67,3 @@ def responses_body(options: ChatOptions, messages: list[dict[str, str]], request
     body.update(options.extra_body)
     return body
 
-
-def _with_nonce(messages: list[dict[str, str]], nonce: str | None) -> list[dict[str, str]]:
-    """``nonce`` on a line of its own before the first message's text (None: the messages as they are)."""
-    if nonce is None:
-        return messages
-    first = messages[0]
-    return [{**first, "content": f"{nonce}\n{first['content']}"}, *messages[1:]]

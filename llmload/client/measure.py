@@ -49,14 +49,19 @@ def measure_request(
     warmup: bool = False,
     record_fields: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    answer: list[str] | None = None,
 ) -> RequestRecord:
     """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
 
     ``record_fields`` are more RequestRecord fields known before sending, e.g. ``{"effort": "low"}``.
     ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
+    ``answer``, when given, gets the pieces of the answer's text (a conversation's next turn sends it back).
     """
     request_id = uuid.uuid4().hex
-    acc = client.api.accumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
+    accumulator = client.api.accumulator if answer is None else client.api.answer_accumulator
+    acc = accumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
+    if answer is not None:
+        acc.answer = answer  # type: ignore[attr-defined]
     PROCESS_READ_STATS.on_request_start(acc.start_monotonic_s)
     try:
         end_s = client.stream_chat(body, request_id, acc)

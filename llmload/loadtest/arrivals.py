@@ -4,6 +4,8 @@
     poisson   exponential gaps of mean 1/RATE (coefficient of variation 1)
     gamma     gamma gaps of shape BURSTINESS and mean 1/RATE, as vLLM bench's --burstiness:
               coefficient of variation 1/sqrt(BURSTINESS); below 1 burstier than Poisson, above 1 more regular
+
+TRACE's is a Replay: the trace's own times, TRACE_SPEED times faster.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["Arrivals"]
+__all__ = ["Arrivals", "Replay"]
 
 
 @dataclass(frozen=True)
@@ -37,3 +39,15 @@ class Arrivals:
                 due_s = count / self.rate_rps  # not a running sum: no drift over a long run
             else:
                 due_s += rng.gammavariate(shape, 1.0 / (self.rate_rps * shape))
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A trace's schedule: its requests' times after its first, ``speed`` times faster."""
+
+    times_s: tuple[float, ...]
+    speed: float = 1.0
+
+    def offsets_s(self, seed: int) -> Iterator[float]:
+        """The due times in seconds from the start, the first at 0 (``seed`` unused: a trace is its own schedule)."""
+        return (t / self.speed for t in self.times_s)

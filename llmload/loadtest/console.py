@@ -37,16 +37,32 @@ def override_notes(options: RunConfig, overrides: dict[str, str]) -> list[str]:
 
 
 def _load_text(options: RunConfig) -> str:
+    cap = f", at most {options.max_concurrency} in flight" if options.max_concurrency else ""
+    if options.trace:
+        speed = f", {options.trace_speed:g}x as fast" if options.trace_speed != 1 else ""
+        rows = f"its first {options.trace_limit} rows" if options.trace_limit else "every row"
+        return f"the trace {options.trace}, {rows} at its times{speed}{cap} (open loop)"
+    conversations = options.turns.strip() != "1"
+    unit = "conversations" if conversations else "requests"
     if options.rate:
-        cap = f", at most {options.max_concurrency} in flight" if options.max_concurrency else ""
-        how = f"{options.rate:g} requests/s, {options.arrivals} arrivals{cap} (open loop)"
+        how = f"{options.rate:g} {unit}/s, {options.arrivals} arrivals{cap} (open loop)"
     else:
         how = f"{options.num_users} user{'s' if options.num_users != 1 else ''}"
+    if conversations:
+        how += f", conversations of {options.turns} turns" + (f", think time {options.think_time}" if options.think_time.strip() != "0" else "")
     if options.requests:
         return f"{options.requests} requests, {how}" if options.rate else f"{options.requests} requests, at most {how} at once"
     seconds = options.scaled_duration_s
     scaled = f" (DURATION {options.run_time} / SPEEDUP {options.speedup:g})" if options.speedup != 1 else ""
     return f"{format_s(seconds)} of load{scaled}, {how}" + ("" if options.rate else " (closed loop)")
+
+
+def _prompts_text(options: RunConfig) -> str:
+    if options.trace:
+        return "the trace's rows"
+    prefix = f" after a shared prefix of {options.prefix_tokens} tokens" if options.prefix_tokens else ""
+    groups = f" (one of {options.prefix_groups})" if options.prefix_tokens and options.prefix_groups > 1 else ""
+    return f"{options.prompts}{prefix}{groups}"
 
 
 def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str, Any], results: str,
@@ -59,7 +75,7 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         version = served_by.get("version")
         target = f"{host} ({f'reports version {version}' if version else 'no /version: not vLLM?'})"
     lines = [
-        f"llmload: {_load_text(options)}; effort {options.effort}, max_tokens {max_tokens}, prompts {options.prompts}, "
+        f"llmload: {_load_text(options)}; effort {options.effort}, max_tokens {max_tokens}, prompts {_prompts_text(options)}, "
         f"client {options.client}",
         f"  target   {target}",
         f"  model    {model}",

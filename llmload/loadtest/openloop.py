@@ -1,13 +1,16 @@
-"""RATE: one dispatcher greenlet sends every request at its scheduled time, whatever the server does.
+"""RATE and TRACE: one dispatcher greenlet sends every request at its scheduled time, whatever the server does.
 
-Each request runs in its own greenlet, so slow answers never delay the next send; MAX_CONCURRENCY
-caps those in flight (a request due while every slot is busy waits, and its record says how long).
-Warm-ups go first on the same schedule; the measured schedule starts once they have all finished.
-With workers, each sends its own share of one schedule from a common instant (see distributed.py).
+Each arrival runs in its own greenlet, so slow answers never delay the next send; MAX_CONCURRENCY
+caps the requests in flight (a request due while every slot is busy waits, and its record says how long).
+With TURNS an arrival starts a conversation: its greenlet sends each later turn THINK_TIME after the answer
+before it, until its turns, REQUESTS or the test run out. Warm-ups (single turns) go first on the same
+schedule; the measured schedule starts once they have all finished. With workers, each sends its own
+share of one schedule from a common instant (see distributed.py).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any, Callable
 
@@ -19,6 +22,7 @@ from locust.exception import StopUser
 
 from llmload.client.measure import ChatClient
 from llmload.loadtest.session import RunSession
+from llmload.promptsets.conversation import Conversation
 from llmload.results.records import RequestRecord
 
 __all__ = ["run_open_loop"]
@@ -56,10 +60,14 @@ def _stopped_before(due_s: float, stopping: Event) -> bool:
     return stopping.is_set()
 
 
-def run_open_loop(send: Callable[[int, ChatClient, dict[str, Any]], RequestRecord], session: RunSession) -> None:
+Send = Callable[[int, ChatClient, Conversation, str, dict[str, Any]], RequestRecord]
+
+
+def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
     """Keep RATE's schedule until the test stops or REQUESTS are out, then wait for those in flight.
 
-    ``send(ticket, client, record_fields)`` sends one request (the dispatching ChatUser's).
+    ``send(ticket, client, conversation, effort, record_fields)`` sends a conversation's next turn, and ``rng`` draws
+    the prompts and waits (the dispatching ChatUser's).
     """
     if session.dispatcher_started:
         raise StopUser()
@@ -68,7 +76,7 @@ def run_open_loop(send: Callable[[int, ChatClient, dict[str, Any]], RequestRecor
     clients = _ClientPool(session.new_client)
     in_flight = Group()
 
-    def send_when_slot(ticket: int, due_s: float) -> None:
+    def send_when_slot(ticket: int, conversation: Conversation, effort: str, fields: dict[str, Any]) -> RequestRecord:
         slot_wait_s = 0.0
         if slots is not None:
             waited_from_s = time.monotonic()
@@ -76,22 +84,38 @@ def run_open_loop(send: Callable[[int, ChatClient, dict[str, Any]], RequestRecor
             slot_wait_s = time.monotonic() - waited_from_s
         client = clients.take()
         try:
-            send(ticket, client, {"scheduled_monotonic_s": due_s, "slot_wait_s": slot_wait_s})
+            return send(ticket, client, conversation, effort, {**fields, "slot_wait_s": slot_wait_s})
         finally:
             clients.give(client)
             if slots is not None:
                 slots.release()
 
+    def converse(ticket: int, due_s: float, conversation: Conversation, effort: str) -> None:
+        """One arrival: its request, then its conversation's later turns, each THINK_TIME after the answer before it."""
+        record = send_when_slot(ticket, conversation, effort, {"scheduled_monotonic_s": due_s})
+        while record.ok and not conversation.done:
+            if session.stopping.wait(timeout=session.turn_plan.think_time_s(rng)):
+                return
+            ticket = session.budget.take()
+            if ticket is None:
+                return
+            record = send_when_slot(ticket, conversation, effort, {})
+
     try:
         start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), False
         while (ticket := session.budget.take()) is not None:
-            if not measuring and not session.budget.is_warmup(ticket):
+            warmup = session.budget.is_warmup(ticket)
+            if not measuring and not warmup:
                 session.budget.warmed_up.wait()
                 start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), True
-            due_s = start_s + next(offsets)
+            number, offset_s = next(offsets, (None, None))
+            if number is None:
+                break  # a trace's warm-ups outnumber its rows
+            due_s = start_s + offset_s
             if _stopped_before(due_s, session.stopping):
                 break
-            in_flight.spawn(send_when_slot, ticket, due_s)
+            conversation, effort = session.new_conversation(rng, warmup, session.arrival_prompt(number))
+            in_flight.spawn(converse, ticket, due_s, conversation, effort)
         in_flight.join()
     finally:
         in_flight.kill(block=True)  # stopped by force: requests in flight are recorded as interrupted

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from llmload.control_http import get_json, request, server_root, split_base_url, tls_context
-from llmload.errors import ControlCallFailed, ServerError
+from llmload.errors import ConfigError, ControlCallFailed, ServerError
+from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "check_api", "simulator_identity", "resolve_model", "continuous_usage", "served_by",
-           "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class ServerInfo:
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
     simulator: dict[str, Any] | None = None
     """The built-in target's own description (GPU profile, SPEEDUP); None for any other server."""
+    max_model_len: dict[str, int] = field(default_factory=dict)
+    """Each model's max context in tokens, where /v1/models tells (vLLM's ``max_model_len``)."""
 
 
 _TLS_HANDSHAKE_S = 3.0
@@ -75,6 +77,8 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
         models = tuple(str(m["id"]) for m in listing["data"])
     except (KeyError, TypeError):
         raise ServerError(f"{setting}={base_url}: /v1/models has no data[].id list") from None
+    max_model_len = {str(m["id"]): m["max_model_len"] for m in listing["data"]
+                     if isinstance(m.get("max_model_len"), int) and not isinstance(m["max_model_len"], bool)}
     try:
         version = str(get_json(f"{root}/version", api_key, timeout_s)["version"])
     except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"
@@ -83,7 +87,7 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
         simulator = simulator_identity(root, api_key, timeout_s)
     except ControlCallFailed:
         simulator = None
-    return ServerInfo(root, models, version, simulator)
+    return ServerInfo(root, models, version, simulator, max_model_len)
 
 
 def check_api(info: ServerInfo, api: str, api_key: str = "", timeout_s: float = 10.0) -> None:
@@ -129,6 +133,19 @@ def resolve_model(requested: str, info: ServerInfo) -> str:
     if len(by_name) == 1:
         return by_name[0]
     raise ServerError(f"MODEL={requested} is not served by {info.base_url}; it serves: {', '.join(info.models) or 'nothing'}")
+
+
+def check_prefix_fits(prefix_tokens: int, info: ServerInfo, model: str) -> None:
+    """ConfigError when PREFIX_TOKENS alone, with the server's own frame around it, leaves no room in the model's
+    context (where the server tells it)."""
+    limit = info.max_model_len.get(model)
+    if not prefix_tokens or limit is None:
+        return
+    needed = prompt_tokens([{"role": "system", "content": ""}, {"role": "user", "content": ""}]) + prefix_tokens
+    if needed >= limit:
+        raise ConfigError(f"PREFIX_TOKENS={prefix_tokens} does not fit {model}'s context on {info.base_url}: with the "
+                          f"server's frame a prompt would be {needed} tokens or more, and the model takes {limit}; give "
+                          f"PREFIX_TOKENS={max(0, limit - (needed - prefix_tokens) - 1)} or less")
 
 
 def continuous_usage(choice: str, info: ServerInfo) -> bool:

@@ -17,12 +17,13 @@ import orjson
 
 from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
+from llmload.loadtest.turns import TurnPlan
 from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings, usd_per_gpu_hour
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
 
 __all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
-           "parse_run_args"]
+           "parse_run_args", "parse_values"]
 
 RECORDED_OPTIONS = tuple(o for o in OPTIONS if o.to_locust and not o.secret)
 """A test's options: Locust gets them, and config.json records them (a RunConfig's fields)."""
@@ -77,6 +78,13 @@ class RunConfig:
     burstiness: float
     max_concurrency: int
     early_stop: str
+    turns: str
+    think_time: str
+    prefix_tokens: int
+    prefix_groups: int
+    trace: str
+    trace_speed: float
+    trace_limit: int
 
     @classmethod
     def of(cls, options: argparse.Namespace) -> Self:
@@ -95,6 +103,16 @@ class RunConfig:
     def duration_s(self) -> float | None:
         """DURATION in seconds; None without one (REQUESTS ends the test)."""
         return parse_duration_s(str(self.run_time)) if self.run_time else None
+
+    @property
+    def ends_with_last_request(self) -> bool:
+        """Whether the test ends when its last request does (REQUESTS, or every row of TRACE), not at DURATION."""
+        return bool(self.requests or self.trace)
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether requests are sent on a schedule (RATE or TRACE), one dispatching user per process, not by USERS."""
+        return bool(self.rate or self.trace)
 
     @property
     def scaled_duration_s(self) -> float:
@@ -154,33 +172,58 @@ def parse_extra_body(text: str) -> dict[str, Any]:
 
 def parse_run_args(settings: Sequence[str]) -> LaunchConfig:
     """A run's settings (KEY=VALUE words or flags), parsed and checked whole: ConfigError names the first wrong one."""
-    config = LaunchConfig.of(parse_settings(settings, OPTIONS))
-    _check(config)
+    config = parse_values(settings)
+    _check_rules(config)
     return config
 
 
-def _check(config: LaunchConfig) -> None:
-    """Raise ConfigError on values the parser lets through: each option's grammar, and the rules between options."""
+def parse_values(settings: Sequence[str]) -> LaunchConfig:
+    """The settings parsed, each value checked against its own grammar but not yet against the others (a scenario
+    checks one setting of its grid at a time, then each cell whole)."""
+    config = LaunchConfig.of(parse_settings(settings, OPTIONS))
     if parse_duration_s(str(config.run_time)) <= 0:
         raise ConfigError(f"DURATION={config.run_time} must be longer than 0 s")
-    if config.failure_backoff_max < config.failure_backoff:
-        raise ConfigError(f"FAILURE_BACKOFF_MAX={config.failure_backoff_max:g} is below FAILURE_BACKOFF={config.failure_backoff:g}; "
-                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
-    if web_login() is None and config.web_host != "127.0.0.1":
-        raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
-    check_metrics_host(config.metrics_host, config.metrics_port)
     if not 0 < config.flush_interval <= 60:
         raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
-    if config.workers and config.expect_remote_workers:
-        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
     host_port(config.master_bind, "MASTER_BIND")
     parse_extra_body(config.extra_body)
     usd_per_gpu_hour(config.price)
     effort_shares(config.effort)
     parse_slos(config.slo)
+    TurnPlan.of(config.turns, config.think_time)
+    return config
+
+
+def _check_rules(config: LaunchConfig) -> None:
+    """Raise ConfigError where options that are each well formed do not go together."""
+    if config.failure_backoff_max < config.failure_backoff:
+        raise ConfigError(f"FAILURE_BACKOFF_MAX={config.failure_backoff_max:g} is below FAILURE_BACKOFF={config.failure_backoff:g}; "
+                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
+    if web_login() is None and config.web_host != "127.0.0.1":
+        raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
+    if config.workers and config.expect_remote_workers:
+        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
+    check_metrics_host(config.metrics_host, config.metrics_port)
     _check_open_loop(config)
     if config.early_stop == "on" and not config.slo:
         raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
+    _check_workload(config)
+
+
+def _check_workload(config: LaunchConfig) -> None:
+    """What TURNS, THINK_TIME, the shared prefixes and TRACE each need of the others."""
+    plan = TurnPlan.of(config.turns, config.think_time)
+    if plan.think_s and not plan.conversations:
+        raise ConfigError(f"THINK_TIME={config.think_time} is the wait between turns of a conversation; give TURNS above 1 "
+                          "too, or leave THINK_TIME out")
+    if config.trace:
+        _check_trace(config, plan)
+    elif config.trace_speed != 1.0 or config.trace_limit:
+        raise ConfigError(f"{'TRACE_SPEED' if config.trace_speed != 1.0 else 'TRACE_LIMIT'} applies with TRACE; give TRACE=path "
+                          "too, or leave it out")
+    if config.prefix_groups != 1 and not config.prefix_tokens:
+        raise ConfigError(f"PREFIX_GROUPS={config.prefix_groups} needs PREFIX_TOKENS: give the prefixes' length, e.g. "
+                          "PREFIX_TOKENS=1000")
 
 
 def _check_open_loop(config: LaunchConfig) -> None:
@@ -190,8 +233,22 @@ def _check_open_loop(config: LaunchConfig) -> None:
         raise ConfigError(f"USERS={config.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
                           "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
     workers = config.workers or config.expect_remote_workers
-    if config.rate and config.max_concurrency and config.max_concurrency < workers:
+    if config.open_loop and config.max_concurrency and config.max_concurrency < workers:
         raise ConfigError(f"MAX_CONCURRENCY={config.max_concurrency} is split over {workers} workers, so each needs one: "
                           f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
-    if config.max_concurrency and not config.rate:
-        raise ConfigError("MAX_CONCURRENCY applies with RATE; without RATE, USERS is the number of requests in flight")
+    if config.max_concurrency and not config.open_loop:
+        raise ConfigError("MAX_CONCURRENCY applies with RATE or TRACE; without them, USERS is the number of requests in flight")
+
+
+def _check_trace(config: LaunchConfig, plan: TurnPlan) -> None:
+    """A trace decides when each request goes, what it sends and how many there are: the settings that would too
+    are refused."""
+    conflicts = {"RATE": config.rate != 0, "USERS": config.num_users != 1, "REQUESTS": config.requests != 0,
+                 "TURNS": plan.conversations, "PREFIX_TOKENS": config.prefix_tokens != 0}
+    fixes = {"RATE": "the trace's times are the schedule; speed them up with TRACE_SPEED",
+             "USERS": "requests are sent at the trace's times, not by users; cap those in flight with MAX_CONCURRENCY",
+             "REQUESTS": "every row is a request; replay fewer with TRACE_LIMIT",
+             "TURNS": "each row is one request", "PREFIX_TOKENS": "the trace's hash_ids say which prompts share blocks"}
+    for key, conflicting in conflicts.items():
+        if conflicting:
+            raise ConfigError(f"{key} with TRACE: {fixes[key]}; leave {key} out")

@@ -31,7 +31,7 @@ from llmload.client.body import ChatOptions
 from llmload.client.measure import ChatClient, make_client
 from llmload.credentials import api_key_for
 from llmload.errors import LoadTestError
-from llmload.loadtest.arrivals import Arrivals
+from llmload.loadtest.arrivals import Arrivals, Replay
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, WorkerForwarder, plan_of, share
 from llmload.loadtest.earlystop import watch_slos
@@ -40,10 +40,14 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
-from llmload.loadtest.preflight import ServerInfo, check_api, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import ServerInfo, check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
-from llmload.promptsets.catalog import Prompt, load_prompt_set, prompt_overrides
+from llmload.loadtest.turns import TurnPlan
+from llmload.loadtest.workload import workload_of
+from llmload.promptsets.catalog import Prompt, prompt_overrides
+from llmload.promptsets.conversation import Conversation
+from llmload.promptsets.followups import later_turns
 from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
 from llmload.results.predicted import predicted_label
@@ -133,14 +137,20 @@ class RunSession(ABC):
         chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
                            temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
                            extra_body=parse_extra_body(config.extra_body))
+        if config.trace and self.server.version is not None:  # a trace's output lengths are forced, where vLLM can
+            chat = replace(chat, extra_body={"ignore_eos": True, **chat.extra_body})
+        check_prefix_fits(config.prefix_tokens, self.server, chat.model)  # the web UI's form may have changed it
         self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.api = APIS[config.api]
-        self.prompts: tuple[Prompt, ...] = load_prompt_set(config.prompts, config.seed)
+        self.workload = workload_of(config)
+        self.prompts: tuple[Prompt, ...] = self.workload.prompts
         self.in_sequence = config.order == "sequence"
         self._next_prompt = 0
         self.nonce = config.nonce == "on"
         self.seed = config.seed
+        self.turn_plan = TurnPlan.of(config.turns, config.think_time, config.speedup)
+        self._conversations_started = 0
         return chat
 
     def _how_to_send(self, config: RunConfig) -> None:
@@ -150,17 +160,25 @@ class RunSession(ABC):
         self.failure_backoff_s = config.failure_backoff
         self.failure_backoff_max_s = config.failure_backoff_max
         # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
-        self.arrivals = Arrivals(config.rate * config.speedup, config.arrivals, config.burstiness) if config.rate > 0 else None
+        trace = self.workload.trace
+        self.arrivals: Arrivals | Replay | None = (
+            Replay(tuple(row.offset_s for row in trace.rows), config.trace_speed * config.speedup) if trace is not None
+            else Arrivals(config.rate * config.speedup, config.arrivals, config.burstiness) if config.rate > 0 else None)
+        self.requests = len(trace.rows) if trace is not None else config.requests  # measured; 0: DURATION ends the test
         self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
         self.max_concurrency = share(config.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
 
-    def schedule(self) -> Iterator[float]:
-        """This process's due times under RATE, as offsets from the schedule's start: on worker ``position`` of
-        ``workers``, the seeded schedule's arrivals position, position + workers, ... (one process: all of them)."""
+    def schedule(self) -> Iterator[tuple[int, float]]:
+        """This process's arrivals under RATE or TRACE, (number, due time as an offset from the schedule's start): on
+        worker ``position`` of ``workers``, the schedule's arrivals position, position + workers, ... (one process: all)."""
         assert self.arrivals is not None
-        return itertools.islice(self.arrivals.offsets_s(self.seed), self.plan.position, None, self.plan.workers)
+        return itertools.islice(enumerate(self.arrivals.offsets_s(self.seed)), self.plan.position, None, self.plan.workers)
+
+    def arrival_prompt(self, number: int) -> Prompt | None:
+        """The prompt arrival ``number`` sends: a trace's row; None under RATE (a prompt is drawn)."""
+        return self.prompts[number] if self.workload.trace is not None else None
 
     def schedule_start_s(self) -> float:
         """When the schedule starts, on this process's monotonic clock: the master's instant on a worker, else now."""
@@ -180,6 +198,27 @@ class RunSession(ABC):
         index = self._next_prompt * self.plan.workers + self.plan.position
         self._next_prompt += 1
         return self.prompts[index % len(self.prompts)]
+
+    def new_conversation(self, rng: random.Random, warmup: bool = False, prompt: Prompt | None = None) -> tuple[Conversation, str]:
+        """The next conversation a user (or RATE's dispatcher) starts, and its effort (one for all its turns: the
+        effort is in the server's header, so a change would cost every later turn its prefix cache).
+
+        Its turns are drawn from TURNS; a warm-up is one turn, so no conversation crosses into the measured requests.
+        ``prompt``: its first turn's (a trace's row), else drawn as ORDER says.
+        """
+        prompt = prompt or self.next_prompt(rng)
+        turns = 1 if warmup else self.turn_plan.turns(rng)
+        followups = later_turns(prompt, turns, self.workload.followups, rng) if turns > 1 else []
+        nonce = f"{rng.randrange(10**12):012d}" if self.nonce else None
+        number = self._conversations_started * self.plan.workers + self.plan.position  # unique over the workers
+        self._conversations_started += 1
+        return Conversation.start(str(number), prompt, followups, nonce), self.efforts.next()
+
+    def turn_fields(self, conversation: Conversation) -> dict[str, Any]:
+        """The record fields of the conversation's next turn: its id and turn under TURNS, none for single requests."""
+        if not self.turn_plan.conversations:
+            return {}
+        return {"conversation_id": conversation.id, "turn": conversation.turn}
 
     @abstractmethod
     def add(self, record: RequestRecord) -> None:
@@ -229,10 +268,10 @@ class RunOwner(RunSession):
         self.stop_timeout_s = float(config.stop_timeout)
         self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
         self.stopped_early: str | None = None
-        self.budget = RequestBudget(config.warmup_requests, config.requests, end_test)
+        self.budget = RequestBudget(config.warmup_requests, self.requests, end_test)
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
-        # RATE: one dispatching user per process, not a load setting (USERS is 1)
-        self._open_run_dir(config, 1 if config.rate else runner.target_user_count or config.num_users)
+        # RATE or TRACE: one dispatching user per process, not a load setting (USERS is 1)
+        self._open_run_dir(config, 1 if config.open_loop else runner.target_user_count or config.num_users)
         self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.efforts.efforts, scheduled_rps=config.rate * config.speedup) \
             if config.metrics_port else None  # METRICS_PORT's figures (exporter.py serves them)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
@@ -243,9 +282,9 @@ class RunOwner(RunSession):
                 self.live.played = (predicted_label(served), float(served.get("speedup") or 1.0))
         self.collector: MasterCollector | None = None
         if isinstance(runner, MasterRunner):
-            self.collector = MasterCollector(runner, self.add, config.warmup_requests, config.requests, end_test,
+            self.collector = MasterCollector(runner, self.add, config.warmup_requests, self.requests, end_test,
                                              lambda line: self._stop_for_failures(line, end_test))
-            if config.rate and runner.target_user_count < self.collector.workers:
+            if config.open_loop and runner.target_user_count < self.collector.workers:
                 raise LoadTestError(f"RATE with {self.collector.workers} workers needs a user on each (one dispatches its part "
                                     f"of the schedule): start at least {self.collector.workers} users, not {runner.target_user_count}")
         self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
@@ -316,7 +355,7 @@ class RunWorker(RunSession):
     def __init__(self, environment: Environment, config: RunConfig, runner: WorkerRunner) -> None:
         super().__init__(environment, config)
         self.budget = RequestBudget(
-            share(config.warmup_requests, self.plan), share(config.requests, self.plan), lambda: runner.send_message(DONE),
+            share(config.warmup_requests, self.plan), share(self.requests, self.plan), lambda: runner.send_message(DONE),
             (lambda: runner.send_message(WARMED)) if config.warmup_requests else None)
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
         self.forwarder = WorkerForwarder(runner)

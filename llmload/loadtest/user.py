@@ -29,12 +29,14 @@ from llmload.loadtest.exporter import install_exporter
 from llmload.loadtest.live import install_streaming_tab
 from llmload.loadtest.openloop import run_open_loop
 from llmload.loadtest.pacing import FailureBackoff
+from llmload.loadtest.runconfig import RunConfig
 from llmload.loadtest.session import (RunSession, current_collector, current_live, current_metrics, current_session,
                                       start_measured_schedule, start_session)
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.webui_guard import install_webui_guard
+from llmload.loadtest.workload import workload_of
+from llmload.promptsets.conversation import Conversation
 from llmload.results.records import RequestRecord
-from llmload.promptsets.catalog import load_prompt_set
 
 __all__ = ["ChatUser"]
 
@@ -42,15 +44,20 @@ logger = logging.getLogger("llmload")
 
 
 class ChatUser(User):
-    """A closed-loop user: streams one chat completion after another, no wait between them but after failures.
+    """A closed-loop user: streams one chat completion after another, no wait between them but after failures; with
+    TURNS, it holds one conversation at a time and waits THINK_TIME between an answer and the next turn.
 
-    With RATE, the first user instead keeps the open-loop schedule (openloop.py) and the others stop.
+    With RATE (or TRACE), the first user instead keeps the open-loop schedule (openloop.py) and the others stop.
     """
 
     pause_s = 0.0
-    """The wait before the next request: FAILURE_BACKOFF after a failure, else none."""
+    """The wait before the next request: FAILURE_BACKOFF after a failure, THINK_TIME within a conversation, else none."""
     session: RunSession | None
     """The running test's session in this process; None when the test did not start."""
+    conversation: Conversation | None = None
+    """The conversation this user holds; None before its first."""
+    effort = "medium"
+    """Its conversation's reasoning effort."""
 
     def wait_time(self) -> float:
         return self.pause_s
@@ -74,33 +81,44 @@ class ChatUser(User):
     def chat(self) -> None:
         session = self.session
         if session is not None and session.arrivals is not None:
-            return run_open_loop(self.send, session)  # RATE: the first user keeps the schedule, the others stop
+            return run_open_loop(self.send, session, self.rng)  # RATE: the first user keeps the schedule, the others stop
         ticket = session.budget.take() if session is not None else None
         if ticket is None:
             raise StopUser()
-        if not session.budget.is_warmup(ticket):
+        warmup = session.budget.is_warmup(ticket)
+        if not warmup:
             session.budget.warmed_up.wait()
             if stop_signal(self.environment) is not None:
                 raise StopUser()  # Ctrl-C came while this user waited for the warm-ups: send nothing more
-        record = self.send(ticket, self.client)
-        self.pause_s = self.backoff.after(record.ok)  # closed loop only: RATE's schedule never waits
+        if warmup or self.conversation is None or self.conversation.done:
+            self.conversation, self.effort = session.new_conversation(self.rng, warmup)
+        record = self.send(ticket, self.client, self.conversation, self.effort)
+        # closed loop only: RATE's schedule never waits
+        self.pause_s = self.backoff.after(record.ok)
+        if record.ok and not self.conversation.done:
+            self.pause_s = session.turn_plan.think_time_s(self.rng)
 
-    def send(self, ticket: int, client: ChatClient, record_fields: dict[str, Any] | None = None) -> RequestRecord:
-        """Send request ``ticket`` with ``client`` (its warm-ups done), record it, and report it to Locust."""
+    def send(self, ticket: int, client: ChatClient, conversation: Conversation, effort: str,
+             record_fields: dict[str, Any] | None = None) -> RequestRecord:
+        """Send request ``ticket``, the conversation's next turn, with ``client`` (its warm-ups done), record it, add its
+        answer to the conversation (a failure ends it), and report it to Locust."""
         session = self.session
         warmup = session.budget.is_warmup(ticket)
-        prompt = session.next_prompt(self.rng)
-        nonce = f"{self.rng.randrange(10**12):012d}" if session.nonce else None
-        effort = session.efforts.next()
-        body = session.api.body(session.chat_by_effort[effort], prompt.messages, prompt.request, nonce)
-        record = measure_request(client, body, prompt.id, session.add, warmup, {"effort": effort, **(record_fields or {})})
+        body = session.api.body(session.chat_by_effort[effort], conversation.messages, conversation.request())
+        fields = {"effort": effort, **session.turn_fields(conversation), **(record_fields or {})}
+        answer: list[str] | None = [] if session.turn_plan.conversations else None
+        record = measure_request(client, body, conversation.prompt.id, session.add, warmup, fields, answer=answer)
+        if record.ok:
+            conversation.answered("".join(answer or ()))
+        else:
+            conversation.failed()
         session.budget.done(ticket)
         if warmup:
             return record  # warm-ups stay out of Locust's statistics too
         # Locust groups failures by the exception's text: ids and numbers stripped, a few rows.
         self.environment.events.request.fire(
             request_type="POST", name=session.api.path, response_time=record.e2e_s * 1000.0,
-            response_length=record.completion_tokens or 0, context={"prompt_id": prompt.id},
+            response_length=record.completion_tokens or 0, context={"prompt_id": conversation.prompt.id},
             exception=None if record.ok else RequestFailed(record.error or "", normalised_detail(record.error_detail)),
         )
         session.fail_ratio.add(record.error)
@@ -169,11 +187,11 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
 
 def _load_prompts_early(options: argparse.Namespace | None) -> None:
-    """Read the prompt set now, before Locust starts its run-time clock: at test_start the read would
-    count against DURATION (a random:IN:OUT set takes seconds to build); the set is cached for the session."""
+    """Build the workload now, before Locust starts its run-time clock: at test_start the build would count
+    against DURATION (a random:IN:OUT set takes seconds); it is cached for the session."""
     if options is not None:
         try:
-            load_prompt_set(options.prompts, options.seed)
+            workload_of(RunConfig.of(options))
         except LoadTestError:
             pass  # test_start reports it as the run's one error line
 

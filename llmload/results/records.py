@@ -11,6 +11,8 @@ older line lacks taking its default, and names a newer one in one line):
        were added later without a new version: a version-1 line may lack them.
     2  2026-12-04: the same fields, every one always written; tpot_s is None when the tokens came in fewer
        than two events (a version-1 line may hold about 0 there).
+    3  2026-12-04: cached_tokens (the server's usage.prompt_tokens_details.cached_tokens), conversation_id and turn
+       (TURNS above 1).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -28,7 +30,7 @@ from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "record_rows", "read_records", "run_span_s"]
 
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 
 
 def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
@@ -69,6 +71,9 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens the server found in its prefix cache (usage.prompt_tokens_details.cached_tokens; vLLM sends it
+    with --enable-prompt-tokens-details); None when it does not say."""
     token_source: str = "server"
     """Where completion_tokens came from: "server" (usage) or "stream" (counted events)."""
     reasoning_source: str = "server"
@@ -84,6 +89,10 @@ class RequestRecord:
     """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
     effort: str | None = None
     """reasoning_effort sent (none: left out); drawn per request under EFFORT=mix:...; None in older files."""
+    conversation_id: str | None = None
+    """With TURNS above 1: the conversation this request is a turn of; None for single requests."""
+    turn: int | None = None
+    """With TURNS above 1: which turn of its conversation, from 1 (its prompt_tokens include the history so far)."""
     scheduled_monotonic_s: float | None = None
     """With RATE: when the schedule had the request sent (start_monotonic_s is when it was); None in closed loop."""
     slot_wait_s: float | None = None

@@ -73,12 +73,22 @@ def _status(summary: Summary) -> list[str]:
 
 
 def _load(config: dict[str, Any]) -> str:
-    """users=N (closed loop), or with RATE the arrival process and any MAX_CONCURRENCY cap."""
-    if not config.get("rate"):
-        return f"users={config.get('users')}"
-    shape = f" burstiness={config.get('burstiness'):g}" if config.get("arrivals") == "gamma" else ""
+    """users=N (closed loop), with RATE the arrival process, with TRACE the trace and its speed, and any
+    MAX_CONCURRENCY cap; then the conversations' turns and think time, and the shared prefixes, when the run had them."""
     cap = f" max_concurrency={config['max_concurrency']}" if config.get("max_concurrency") else ""
-    return f"rate={config['rate']:g}/s {config.get('arrivals')}{shape}{cap}"
+    if config.get("trace"):
+        limit = f" first {config['trace_limit']} rows" if config.get("trace_limit") else ""
+        return f"trace={config['trace']}{limit} at {config.get('trace_speed') or 1:g}x{cap}"
+    if config.get("rate"):
+        shape = f" burstiness={config.get('burstiness'):g}" if config.get("arrivals") == "gamma" else ""
+        load = f"rate={config['rate']:g}/s {config.get('arrivals')}{shape}{cap}"
+    else:
+        load = f"users={config.get('users')}"
+    if str(config.get("turns") or "1") != "1":
+        load += f" turns={config['turns']} think_time={config.get('think_time')}"
+    if config.get("prefix_tokens"):
+        load += f" prefix_tokens={config['prefix_tokens']}x{config.get('prefix_groups') or 1}"
+    return load
 
 
 def _arrival_rows(arrivals: ArrivalStats) -> list[str]:
@@ -116,6 +126,22 @@ def _group_part(title: str, part: Measures, requests_ok: int) -> list[str]:
         d, name = getattr(part, metric.summary), f"{metric.label} ({metric.unit})"
         rows += [_with_ci(f"Median {name}:", d, "median"), _with_ci(f"P90 {name}:", d, "p90")]
     return rows + _slo_rows(part)
+
+
+def _turn_rows(summary: Summary) -> list[str]:
+    """With TURNS: a row per turn, its requests, mean prompt tokens (the history grows), TTFT and TTFVT; and the
+    server's prefix-cache hit rate, which decides the later turns' TTFT."""
+    if not summary.by_turn and summary.server_prefix_cache_hit_rate is None:
+        return []
+    rate = summary.server_prefix_cache_hit_rate
+    rows = [_rule("Conversations, by turn" if summary.by_turn else "Prefix cache"),
+            _row("Server's prefix-cache hit rate:", None if rate is None else f"{rate:.1%}")]
+    if summary.by_turn:
+        rows.append(f"{'Turn':<6}{'Requests':<10}{'Prompt tok':<12}{'TTFT p50/p90 ms':<20}TTFVT p50/p90 ms")
+    for turn, part in summary.by_turn.items():
+        ttft, ttfvt = (f"{_number(d.median)} / {_number(d.p90)}" for d in (part.ttft_ms, part.ttfvt_ms))
+        rows.append(f"{turn:<6}{part.requests_ok:<10}{_number(part.prompt_tokens.mean, 0):<12}{ttft:<20}{ttfvt}")
+    return rows
 
 
 def _max_tokens(config: dict[str, Any]) -> str:
@@ -195,6 +221,7 @@ def format_result(summary: Summary) -> str:
     lines += _predicted_rows(summary) + _cost_rows(summary.cost)
     for effort, part in summary.by_effort.items():
         lines += _group_part(f"Effort {effort}", part, summary.requests_ok)
+    lines += _turn_rows(summary)
     lines += _server_account(summary.server_vs_client)
     if summary.errors:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))

@@ -14,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSummary", "Increase",
-           "parse_prometheus", "read_samples", "sample_from", "counter_increase", "summarize_samples"]
+           "parse_prometheus", "read_samples", "sample_from", "counter_increase", "prefix_cache_hit_rate",
+           "summarize_samples"]
 
 METRICS_SCHEMA_VERSION = 1
 
@@ -146,6 +147,15 @@ def counter_increase(samples: Sequence[MetricsSample], name: str) -> Increase | 
         return None
     steps = [b - a if b >= a else b for (_, a), (_, b) in zip(pts, pts[1:])]
     return Increase(sum(steps), pts[-1][0] - pts[0][0], any(b < a for (_, a), (_, b) in zip(pts, pts[1:])))
+
+
+def prefix_cache_hit_rate(before: MetricsSample, after: MetricsSample) -> float | None:
+    """The prefix cache's hits over its queries (in tokens) between two scrapes; None without both counters, without
+    a query between them, or across a server restart (what it counted before is gone)."""
+    hits, queries = counter_increase((before, after), "prefix_cache_hits_total"), counter_increase((before, after), "prefix_cache_queries_total")
+    if hits is None or queries is None or hits.restarted or queries.restarted or not queries.total:
+        return None
+    return hits.total / queries.total
 
 
 def _total(samples: Sequence[MetricsSample], name: str) -> float | None:

@@ -17,6 +17,7 @@ file lacks taking its default or None, and names a newer one in one line):
        rehearsal, predicted (its figures for the GPU it played: times x SPEEDUP, rates / SPEEDUP).
     4  2026-12-04: decode_ms (E2E - TTFT, the metric table's decode row), in the run's measures and each effort's;
        an older file reads as having measured none of it (`llmload report` computes it from samples.jsonl).
+    5  2026-12-04: by_turn (conversations' turns, each its Measures) and server_prefix_cache_hit_rate.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -43,14 +44,14 @@ from llmload.results.metrics import BY_NAME, METRICS
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord, run_span_s
-from llmload.results.server_metrics import MetricsSample
+from llmload.results.server_metrics import MetricsSample, prefix_cache_hit_rate
 from llmload.results.slo import Slo, SloResult, check_slo, is_good
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 4
+SUMMARY_SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,12 @@ class Summary(Measures):
     """With ``partial``: what the run did not leave behind."""
     by_effort: dict[str, Measures] = field(default_factory=dict)
     """Under EFFORT=mix:... (or records of several efforts), each effort's part; rates over the whole run."""
+    by_turn: dict[str, Measures] = field(default_factory=dict)
+    """With TURNS: each turn's part ("1", "2", ...: every conversation's first requests, second, ...); rates over the
+    whole run. Later turns send the history, so their prompt_tokens grow and the prefix cache decides their TTFT."""
+    server_prefix_cache_hit_rate: float | None = None
+    """The server's prefix-cache hits over its queries (both in tokens) between the scrapes around the run (vLLM's
+    prefix_cache_hits and prefix_cache_queries counters; warm-ups included); None without them."""
     slo_met: bool | None = None
     """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
     arrivals: ArrivalStats | None = None
@@ -368,6 +375,8 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     whole = measure(measured, span_s, slos)
     efforts = _mixed_efforts(measured, mix_efforts)
     by_effort = breakdown(measured, lambda r: r.effort, efforts, span_s, slos)
+    turns = sorted({r.turn for r in measured if r.turn is not None})
+    by_turn = breakdown(measured, lambda r: None if r.turn is None else str(r.turn), [str(t) for t in turns], span_s, slos)
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
@@ -376,7 +385,9 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     predicted = predict_played(whole, served_by)
     cost = run_cost(config, whole, predicted.label if predicted else "measured", rehearsal_speedup(served_by),
                     goodput_tokens_per_s(measured, span_s, slos))
-    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, predicted=predicted, cost=cost,
+    return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, by_turn=by_turn, predicted=predicted,
+                   cost=cost, server_prefix_cache_hit_rate=prefix_cache_hit_rate(server_window[0], server_window[-1])
+                   if len(server_window) >= 2 else None,
                    slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)

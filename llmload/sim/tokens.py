@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from llmload.promptsets.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
 
+
 def _content_text(content: Any) -> str:
     """Flatten OpenAI message content (string, list of parts, or None) to text."""
     if content is None:
@@ -47,8 +48,7 @@ def prompt_token_ids(messages: list[dict[str, Any]], effort: str = "medium") -> 
 
 def prompt_token_count(messages: list[dict[str, Any]], effort: str = "medium") -> int:
     """Prompt tokens of a chat request as vLLM renders it for gpt-oss (harmony frame included)."""
-    flat = _flat(messages)
-    return prompt_tokens([{**m, "content": ""} for m in flat], effort) + sum(_cached_text_tokens(m["content"]) for m in flat)
+    return prompt_tokens(_flat(messages), effort, count=_cached_text_tokens)
 
 
 # Output tokens cycle through short ASCII words so chunk JSON never needs escaping.

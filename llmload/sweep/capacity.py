@@ -1,5 +1,8 @@
 """`make capacity`: the largest USERS (or RATE) whose run meets SLO, by an adaptive search over sweep cells.
 
+With TURNS, USERS are users holding conversations and RATE starts conversations per second: the search finds how
+many of either the server takes.
+
 From CAPACITY_START the load doubles until a step fails, then the search bisects between the largest
 passing and the smallest failing step, until they are within CAPACITY_PRECISION of the answer (or
 one user apart) or CAPACITY_STEPS are spent. Every step is a sweep cell run with EARLY_STOP=on, kept
@@ -152,7 +155,8 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     write_atomic(out / CAPACITY_FILE, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     shown = "none" if best is None else _format_load(best, whole)
     bounds = ", ".join("n/a" if b is None else _format_load(b, whole) for b in interval)
-    progress(f"Capacity: {searched}={shown} meets SLO {base.get('SLO')} (95% interval [{bounds}]); "
+    unit = "" if base.get("TURNS", "1").strip() == "1" else " users holding conversations" if whole else " conversations/s"
+    progress(f"Capacity: {searched}={shown}{unit} meets SLO {base.get('SLO')} (95% interval [{bounds}]); "
              f"stopped because {stopped_because}; {out / CAPACITY_FILE}")
     if point is not None:
         progress(capacity_cost_line(point))
@@ -202,4 +206,7 @@ def check_capacity_settings(words: dict[str, str], capacity: Any) -> None:
         raise ConfigError(f"CAPACITY_START={capacity.capacity_start:g} must be a whole number of users")
     if "REQUESTS" in words:
         raise ConfigError("REQUESTS does not apply to capacity steps: each runs DURATION, or less when it surely fails")
+    if "TRACE" in words:
+        raise ConfigError("TRACE replays its own load, which the search cannot vary: leave it out (a sweep can vary "
+                          "TRACE_SPEED)")
     cell_options({**words, searched: f"{capacity.capacity_start:g}", "EARLY_STOP": "on"})

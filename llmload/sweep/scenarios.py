@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from llmload.errors import ConfigError, ScenarioError
-from llmload.loadtest.runconfig import LaunchConfig, parse_run_args
+from llmload.loadtest.runconfig import LaunchConfig, parse_run_args, parse_values
 from llmload.options import OPTIONS, RUNNER_KEYS, option_by_key
 
 __all__ = ["Cell", "Scenario", "cell_key", "cell_options", "make_cell", "load_scenario"]
@@ -103,7 +103,7 @@ def cell_options(settings: dict[str, str], host: str = "", speedup: float = 1.0)
 def make_cell(index: int, settings: dict[str, str], label: str, server: dict[str, str], repeats: int = 1) -> Cell:
     """The Cell that runs ``settings``: its key from them, its DURATION as `load` reads it (None under REQUESTS)."""
     config = cell_options(settings)
-    return Cell(index, settings, cell_key(settings), label, server, None if config.requests else config.duration_s, repeats)
+    return Cell(index, settings, cell_key(settings), label, server, None if config.ends_with_last_request else config.duration_s, repeats)
 
 
 def _setting(key: Any, value: Any, where: str) -> str:
@@ -130,7 +130,7 @@ def _setting(key: Any, value: Any, where: str) -> str:
             raise _Bad(f"{where}: REPEATS={text.strip()} must be at least 1 (how many times each cell runs)")
         return text.strip()
     try:
-        cell_options({key: text})
+        parse_values([f"{key}={text}"])  # its own grammar here; the rules between settings per cell, below
     except ConfigError as e:
         raise _Bad(f"{where}: {e}") from None
     return text
@@ -237,8 +237,9 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
             ns = cell_options(settings)
         except ConfigError as e:
             raise _Bad(f"{where}: {e}") from None
-        if ns.requests and "DURATION" in settings:
-            raise _Bad(f"{where}: DURATION does not apply with REQUESTS (the cell ends with its last request); leave one out")
+        if ns.ends_with_last_request and "DURATION" in settings:
+            raise _Bad(f"{where}: DURATION does not apply with {'REQUESTS' if ns.requests else 'TRACE'} (the cell ends with its "
+                       "last request); leave one out")
         if ns.requests and ns.num_users > ns.requests:
             raise _Bad(f"{where}: USERS={ns.num_users} is more than REQUESTS={ns.requests}; at most REQUESTS are ever in flight")
         key = cell_key(settings)

@@ -1,0 +1,53 @@
+"""What a run sends, built once per process before the test's clock starts: the prompts (PROMPTS, with
+PREFIX_TOKENS's shared prefixes, or TRACE's rows) and, for conversations, the follow-up set.
+
+Building takes seconds for some sets (random:IN:OUT, ShareGPT), so each Locust process builds it at init, before
+Locust starts counting DURATION; the test's session finds it cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from llmload.loadtest.runconfig import RunConfig
+from llmload.loadtest.turns import parse_turns
+from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.promptsets.followups import FollowUp, followup_set
+from llmload.promptsets.prefixes import with_shared_prefixes
+from llmload.promptsets.traces import Trace, read_trace, trace_prompts
+
+__all__ = ["Workload", "workload_of"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A run's prompts and what its conversations' later turns draw from."""
+
+    prompts: tuple[Prompt, ...]
+    followups: dict[str, tuple[FollowUp, ...]]
+    """The follow-up set by template name; empty when requests are single turns."""
+    trace: Trace | None = None
+    """TRACE's rows, prompt i being row i's; None without a trace."""
+
+
+def workload_of(config: RunConfig) -> Workload:
+    """The workload ``config`` asks for (cached: the same settings give the same object)."""
+    if config.trace:
+        return _replay(config.trace, config.trace_limit, config.seed)
+    return _build(config.prompts, config.seed, config.prefix_tokens, config.prefix_groups, parse_turns(config.turns)[1] > 1)
+
+
+@lru_cache(maxsize=2)
+def _replay(path: str, limit: int, seed: int) -> Workload:
+    trace = read_trace(Path(path), limit)
+    return Workload(trace_prompts(trace, seed), {}, trace)
+
+
+@lru_cache(maxsize=4)
+def _build(spec: str, seed: int, prefix_tokens: int, prefix_groups: int, conversations: bool) -> Workload:
+    prompts = load_prompt_set(spec, seed)
+    if prefix_tokens:
+        prompts = with_shared_prefixes(prompts, prefix_tokens, prefix_groups, seed)
+    return Workload(prompts, followup_set(seed) if conversations else {})

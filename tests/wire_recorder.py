@@ -70,7 +70,9 @@ class WireRecorder:
         for sent, received in self.connections:
             for (head, body), (_, answer) in zip(_messages(bytes(sent)), _messages(bytes(received))):
                 if head.startswith(b"POST " + path.encode() + b" "):
-                    events = [e[6:] for e in answer.split(b"\n\n") if e.startswith(b"data: ") and e != b"data: [DONE]"]
+                    # an event's data line (a Responses event has an "event: <type>" line before it)
+                    data = (line for e in answer.split(b"\n\n") for line in e.split(b"\n") if line.startswith(b"data: "))
+                    events = [line[6:] for line in data if line != b"data: [DONE]"]
                     out.append(Exchange(json.loads(body), [json.loads(e) for e in events]))
         return out
 

@@ -14,8 +14,8 @@ from llmload.client.accumulator import StreamAccumulator
 from llmload.client.apis import Api
 from llmload.client.raw import RawChatClient
 from llmload.client.readstats import PROCESS_READ_STATS
-from llmload.client.toolcalls import ToolUse
 from llmload.client.sdk import OpenAIChatClient
+from llmload.client.toolcalls import ToolUse
 from llmload.errors import RequestFailed
 from llmload.results.records import RequestRecord
 
@@ -62,8 +62,12 @@ def measure_request(
     """
     request_id = uuid.uuid4().hex
     api = client.api
-    accumulator = api.accumulator if answer is None and tool_use is None else \
-        api.answer_accumulator if tool_use is None else api.tool_accumulator
+    if tool_use is not None:
+        accumulator = api.tool_accumulator
+    elif answer is not None:
+        accumulator = api.answer_accumulator
+    else:
+        accumulator = api.accumulator
     acc = accumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
     if accumulator is not api.accumulator:
         acc.answer = [] if answer is None else answer  # type: ignore[attr-defined]

@@ -236,6 +236,16 @@ TABLE: tuple[Option, ...] = (
     Option("TRACE_SPEED", "--trace-speed", "trace_speed", 1.0, "with TRACE: replay this many times faster (2: twice as "
            "fast; times SPEEDUP)", above=0),
     Option("TRACE_LIMIT", "--trace-limit", "trace_limit", 0, "with TRACE: replay only its first N rows (0: all)", minimum=0),
+    # issue-23: tools and their rounds
+    Option("TOOLS", "--tools", "tools", "", "a JSON file of function tools in chat's form (e.g. tools/example.json), "
+           "offered with every request (chat tools, or the Responses API's flat tools); empty: none"),
+    Option("TOOL_CHOICE", "--tool-choice", "tool_choice", "auto", "with TOOLS: tool_choice sent: auto (the model "
+           "decides), required (it must call one), none (it must not)", choices=("auto", "required", "none")),
+    Option("TOOL_ROUNDS", "--tool-rounds", "tool_rounds", 1, "with TOOLS: the most requests a task makes; while an "
+           "answer is a function call, the call and the tool's result go back in the next (1: no results sent)",
+           minimum=1, maximum=64),
+    Option("TOOL_RESULT_TOKENS", "--tool-result-tokens", "tool_result_tokens", 200, "with TOOL_ROUNDS: each tool "
+           "result's length, exactly, in tokens of text (templates/tool_result/result.j2)", minimum=1, maximum=100_000),
     Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
            "sequence (also on top of FIXED_ITL_MS): a known capacity, for tests", commands=("serve-sim",), value_type=float,
            minimum=0),

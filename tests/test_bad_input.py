@@ -51,6 +51,7 @@ def _summary_with(**changed) -> str:
 
 SCENARIO = f"SCENARIO={REPO / 'scenarios' / 'h100-grid.yaml'}"
 TRACE_LINE = '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
+EXAMPLE_TOOLS = REPO / "tools" / "example.json"
 UNUSED_HOST = "HOST=http://127.0.0.1:9"  # never reached: the settings are refused before any request
 
 # name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
@@ -120,6 +121,32 @@ CASES = {
     "TRACE with USERS": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", "USERS=8", f"OUT={out}"],
                          "USERS with TRACE"),
     "TRACE_SPEED without TRACE": (lambda t, out: ["load", "TRACE_SPEED=2", f"OUT={out}"], "TRACE_SPEED applies with TRACE"),
+    "TOOLS missing": (lambda t, out: ["load", f"TOOLS={t / 'no-tools.json'}", f"OUT={out}"], "no-tools.json cannot be read"),
+    "TOOLS not JSON": (lambda t, out: ["load", f"TOOLS={_file(t, 'tools.json', '[{oops')}", f"OUT={out}"], "tools.json: not JSON"),
+    "TOOLS not a list": (lambda t, out: ["load", f"TOOLS={_file(t, 'tools.json', '{}')}", f"OUT={out}"],
+                         "tools.json: not a non-empty JSON list"),
+    "TOOLS an empty list": (lambda t, out: ["load", f"TOOLS={_file(t, 'tools.json', '[]')}", f"OUT={out}"],
+                            "not a non-empty JSON list"),
+    "TOOLS not function tools": (lambda t, out: ["load", f"TOOLS={_tools(t, {'type': 'web_search'})}",
+                                                 f"OUT={out}"], 'tool 1 is not an object with "type": "function"'),
+    "TOOLS in the Responses form": (lambda t, out: ["load", f"TOOLS={_tools(t, {'type': 'function', 'name': 'f'})}",
+                                                    f"OUT={out}"], 'tool 1 has no "function" object'),
+    "TOOLS without a name": (lambda t, out: ["load", f"TOOLS={_tools(t, {'type': 'function', 'function': {}})}", f"OUT={out}"],
+                             "tool 1 has no name"),
+    "TOOLS with parameters not a schema object": (
+        lambda t, out: ["load", f"TOOLS={_tools(t, {'type': 'function', 'function': {'name': 'f', 'parameters': []}})}",
+                        f"OUT={out}"], "(f) has parameters that are not a JSON Schema object"),
+    "TOOLS naming a function twice": (lambda t, out: ["load", f"TOOLS={_tools(t, *[{'type': 'function', 'function': {'name': 'f'}}] * 2)}",
+                                                      f"OUT={out}"], "tool 2 repeats the name 'f'"),
+    "TOOL_ROUNDS without TOOLS": (lambda t, out: ["load", "TOOL_ROUNDS=3", f"OUT={out}"], "TOOL_ROUNDS applies with TOOLS"),
+    "TOOL_CHOICE without TOOLS": (lambda t, out: ["load", "TOOL_CHOICE=required", f"OUT={out}"], "TOOL_CHOICE applies with TOOLS"),
+    "TOOL_ROUNDS=0": (lambda t, out: ["load", f"TOOLS={EXAMPLE_TOOLS}", "TOOL_ROUNDS=0", f"OUT={out}"], "TOOL_ROUNDS=0"),
+    "TOOL_RESULT_TOKENS below the result's frame": (
+        lambda t, out: ["load", f"TOOLS={EXAMPLE_TOOLS}", "TOOL_ROUNDS=2", "TOOL_RESULT_TOKENS=5", f"OUT={out}"],
+        "TOOL_RESULT_TOKENS=5 cannot be met"),
+    "TOOL_ROUNDS with TRACE": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", f"TOOLS={EXAMPLE_TOOLS}",
+                                               "TOOL_ROUNDS=2", f"OUT={out}"], "TOOL_ROUNDS with TRACE"),
+    "EXTRA_BODY sets tools": (lambda t, out: ["load", 'EXTRA_BODY={"tools": []}', f"OUT={out}"], "TOOLS="),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {
@@ -137,6 +164,10 @@ NO_ANSWER_CASES = {
 # The whole contract end to end, as a process: one line on stderr, exit code 2, no traceback, no OUT folder.
 AS_A_PROCESS = {**{name: CASES[name] for name in ("USERS=-3", "OUT not writable", "report on a newer suite's summary")},
                 **NO_ANSWER_CASES}
+
+
+def _tools(tmp_path, *tools):
+    return _file(tmp_path, "tools.json", orjson.dumps(list(tools)).decode())
 
 
 def _profile_without(tmp_path, step_field):

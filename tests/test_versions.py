@@ -30,6 +30,7 @@ RECORD_FIELDS = {  # each samples.jsonl version's fields
        "completion_tokens reasoning_tokens cached_tokens token_source reasoning_source finish_reason answered error "
        "error_detail warmup effort conversation_id turn scheduled_monotonic_s slot_wait_s arrival_stamps schema_version",
 }
+RECORD_FIELDS[4] = RECORD_FIELDS[3].replace("conversation_id turn", "conversation_id turn task_id round")
 SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (a subclass: those it adds)
     1: {  # the last version-1 files (earlier ones lack some: see summary.py's history)
         "Summary": "interrupted_by partial missing by_effort slo_met arrivals stopped_early config generator "
@@ -76,6 +77,9 @@ SUMMARY_FIELDS[3] = {
 SUMMARY_FIELDS[4] = {**SUMMARY_FIELDS[3], "Measures": SUMMARY_FIELDS[3]["Measures"] + " decode_ms",
                       "Predicted": SUMMARY_FIELDS[3]["Predicted"] + " decode_ms"}
 SUMMARY_FIELDS[5] = {**SUMMARY_FIELDS[4], "Summary": SUMMARY_FIELDS[4]["Summary"] + " by_turn server_prefix_cache_hit_rate"}
+SUMMARY_FIELDS[6] = {**SUMMARY_FIELDS[5], "Summary": SUMMARY_FIELDS[5]["Summary"] + " tasks",
+                      "TaskStats": "tasks outcomes rounds rounds_by_count time_to_answer_ms prompt_tokens output_tokens "
+                                   "reasoning_tokens"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

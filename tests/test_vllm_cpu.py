@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from real_prometheus import check_board, prometheus
 from llmload.results.records import read_records
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.sweep.sampler import MetricsSampler
-from llmload.promptsets.tokens import prompt_tokens
+from llmload.promptsets.tokens import prompt_tokens, text_tokens
 from llmload.vllm_cpu.launcher import start, stop
 from wire_recorder import check_history_is_the_answers, recording
 
@@ -490,3 +490,52 @@ def test_a_trace_sends_every_row_at_its_time_with_its_lengths(gptoss, tmp_path):
         assert r.prompt_tokens == frame + row["input_length"]  # exactly its input length, as vLLM counts it
         assert r.completion_tokens == row["output_length"] and r.finish_reason == "length"  # ignore_eos: forced
     assert summary["arrivals"]["requests_scheduled"] == 10
+
+
+# ---- tools and their rounds (issue 23) --------------------------------------------------------------------------
+
+def _usage_of(exchange, api: str) -> dict:
+    """An exchange's usage in chat's words: the usage chunk's, or the Responses terminal event's."""
+    if api == "chat":
+        return exchange.usage
+    usage = exchange.chunks[-1]["response"]["usage"]
+    return {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
+            "completion_tokens_details": usage["output_tokens_details"]}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_load_with_tool_rounds_completes_round_trips(wire_gptoss, tmp_path, api):
+    """Offered get_weather (tools/example.json), tiny-gptoss calls it; the suite hands the call and a result back
+    and the second round answers: each round a record of its task, its reasoning tokens the server's."""
+    records, summary = _load(wire_gptoss.url, tmp_path / "run", f"TOOLS={REPO / 'tools' / 'example.json'}",
+                             "TOOL_ROUNDS=2", "TOOL_RESULT_TOKENS=60", f"API={api}", "EFFORT=low", "TEMPERATURE=0",
+                             "USERS=1", "REQUESTS=4")
+    path = "/v1/chat/completions" if api == "chat" else "/v1/responses"
+    exchanges = [e for e in wire_gptoss.exchanges(path) if e.body]  # the probe's empty POST asks for /v1/responses
+    records = sorted(records, key=lambda r: r.start_monotonic_s)
+    assert len(records) == len(exchanges) == 4 and all(r.ok for r in records)
+    assert [(r.task_id, r.round) for r in records] == [("0.1", 1), ("0.1", 2), ("1.1", 1), ("1.1", 2)]
+    for call, answer in (records[0:2], records[2:4]):
+        assert call.finish_reason == "tool_calls" and call.answered and call.ttfvt_s is None
+        assert answer.finish_reason == "stop" and answer.ttfvt_s is not None
+    for record, exchange in zip(records, exchanges):
+        usage = _usage_of(exchange, api)
+        assert record.reasoning_source == "server"
+        assert record.reasoning_tokens == usage["completion_tokens_details"]["reasoning_tokens"]
+        assert (record.prompt_tokens, record.completion_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
+    # round 2 sends round 1's call of get_weather and a result of exactly TOOL_RESULT_TOKENS tokens
+    for second in (exchanges[1], exchanges[3]):
+        if api == "chat":
+            (assistant, result) = second.body["messages"][-2:]
+            (call,) = assistant["tool_calls"]
+            name, arguments, output = call["function"]["name"], call["function"]["arguments"], result["content"]
+            assert result["role"] == "tool" and result["tool_call_id"] == call["id"]
+        else:
+            (call, result) = second.body["input"][-2:]
+            name, arguments, output = call["name"], call["arguments"], result["output"]
+            assert call["type"] == "function_call" and result == {"type": "function_call_output", "call_id": call["call_id"],
+                                                                  "output": output}
+        assert name == "get_weather" and isinstance(json.loads(arguments), dict) and text_tokens(output) == 60
+    tasks = summary["tasks"]
+    assert tasks["tasks"] == 2 and tasks["outcomes"]["answered"] == 2 and tasks["rounds_by_count"] == {"2": 2}
+    assert tasks["reasoning_tokens"]["total"] == sum(r.reasoning_tokens for r in records)

@@ -63,13 +63,16 @@ class WireRecorder:
     def close(self) -> None:
         self._listener.close()
 
-    def exchanges(self) -> list[Exchange]:
-        """Every chat exchange, per connection in order (a connection carries one request at a time)."""
+    def exchanges(self, path: str = "/v1/chat/completions") -> list[Exchange]:
+        """Every exchange on ``path`` (chat's, unless given), per connection in order (a connection carries one
+        request at a time)."""
         out = []
         for sent, received in self.connections:
             for (head, body), (_, answer) in zip(_messages(bytes(sent)), _messages(bytes(received))):
-                if head.startswith(b"POST /v1/chat/completions"):
-                    events = [e[6:] for e in answer.split(b"\n\n") if e.startswith(b"data: ") and e != b"data: [DONE]"]
+                if head.startswith(b"POST " + path.encode() + b" "):
+                    # an event's data line (a Responses event has an "event: <type>" line before it)
+                    data = (line for e in answer.split(b"\n\n") for line in e.split(b"\n") if line.startswith(b"data: "))
+                    events = [line[6:] for line in data if line != b"data: [DONE]"]
                     out.append(Exchange(json.loads(body), [json.loads(e) for e in events]))
         return out
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmload.client.toolcalls import ToolCall, ToolUse, invalid_call
 from llmload.results.records import RequestRecord, tpot_s
 
-__all__ = ["StreamAccumulator", "ResponsesAccumulator", "AnswerAccumulator", "ResponsesAnswerAccumulator"]
+__all__ = ["StreamAccumulator", "ResponsesAccumulator", "AnswerAccumulator", "ResponsesAnswerAccumulator",
+           "ToolCallAccumulator", "ResponsesToolCallAccumulator"]
 
 
 class StreamAccumulator:
@@ -65,6 +67,9 @@ class StreamAccumulator:
                 self._reasoning_events += 1
                 if usage:
                     self._reasoning_usage_tokens += usage.get("completion_tokens", 0) - self._last_completion_tokens
+            elif delta.get("tool_calls"):  # a function call's piece: output, timed like text
+                self._token_times_s.append(arrived_s)
+                self._called = True
             finish_reason = choice.get("finish_reason")
             if finish_reason:
                 self._finish_reason = finish_reason
@@ -241,3 +246,59 @@ class ResponsesAnswerAccumulator(ResponsesAccumulator):
         ResponsesAccumulator.on_chunk(self, arrived_s, chunk)
         if chunk.get("type") == "response.output_text.delta" and chunk.get("delta"):
             self.answer.append(chunk["delta"])
+
+def _checked_calls(acc: StreamAccumulator, tool_use: ToolUse, calls: list[ToolCall], error: str | None,
+                   detail: str | None) -> tuple[str | None, str | None]:
+    """Hand the answer's calls to ``tool_use``; the record's error and detail, ``tool_call_invalid`` for an answer that
+    ended in calls (finish tool_calls: one cut by the output limit ends in ``length``) of which one is invalid."""
+    tool_use.calls[:] = calls
+    if error is None and acc.stream_error is None and acc._finish_reason == "tool_calls":
+        why = invalid_call(calls, tool_use.offered)
+        if why is not None:
+            return "tool_call_invalid", why
+    return error, detail
+
+
+class ToolCallAccumulator(AnswerAccumulator):
+    """An AnswerAccumulator that also assembles the answer's function calls from ``delta.tool_calls`` (TOOLS).
+
+    Only runs that offer tools use it: the others pay nothing for calls they never get.
+    """
+
+    __slots__ = ("tool_use", "_call_parts")
+    tool_use: ToolUse
+    """Set by the caller: what was offered, and where the calls go when the stream ends."""
+
+    def __init__(self, request_id: str, prompt_id: str, start_unix_s: float, start_monotonic_s: float,
+                 warmup: bool = False, record_fields: dict[str, Any] | None = None) -> None:
+        super().__init__(request_id, prompt_id, start_unix_s, start_monotonic_s, warmup, record_fields)
+        self._call_parts: dict[int, list[Any]] = {}  # index: [id, name, argument pieces]
+
+    def on_chunk(self, arrived_s: float, chunk: dict[str, Any]) -> None:
+        AnswerAccumulator.on_chunk(self, arrived_s, chunk)
+        choices = chunk.get("choices")
+        if choices:
+            for piece in (choices[0].get("delta") or {}).get("tool_calls") or ():
+                parts = self._call_parts.setdefault(piece.get("index", 0), ["", "", []])
+                function = piece.get("function") or {}
+                parts[0] = parts[0] or piece.get("id") or ""  # the id and name come whole, in the call's first piece
+                parts[1] = parts[1] or function.get("name") or ""
+                if function.get("arguments"):
+                    parts[2].append(function["arguments"])
+
+    def finish(self, end_s: float, error: str | None = None, detail: str | None = None) -> RequestRecord:
+        calls = [ToolCall(call_id, name, "".join(arguments))
+                 for _, (call_id, name, arguments) in sorted(self._call_parts.items())]
+        return super().finish(end_s, *_checked_calls(self, self.tool_use, calls, error, detail))
+
+
+class ResponsesToolCallAccumulator(ResponsesAnswerAccumulator):
+    """A ResponsesAnswerAccumulator that also keeps the answer's function_call items, from its terminal event."""
+
+    __slots__ = ("tool_use",)
+    tool_use: ToolUse
+
+    def finish(self, end_s: float, error: str | None = None, detail: str | None = None) -> RequestRecord:
+        calls = [ToolCall(str(item.get("call_id", "")), str(item.get("name", "")), str(item.get("arguments", "")), item)
+                 for item in self.output if isinstance(item, dict) and item.get("type") == "function_call"]
+        return super().finish(end_s, *_checked_calls(self, self.tool_use, calls, error, detail))

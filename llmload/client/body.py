@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatOptions", "chat_body", "responses_body"]
+__all__ = ["ChatOptions", "chat_body", "responses_body", "responses_tools"]
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,12 @@ class ChatOptions:
     continuous_usage: bool = True
     """Ask for token counts on every chunk (vLLM's stream_options.continuous_usage_stats)."""
     extra_body: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[dict[str, Any], ...] = ()
+    """Function tools offered with every request (TOOLS), in chat's form; empty: none (and no tool_choice)."""
+    tool_choice: str = "auto"
 
 
-def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None) -> dict[str, Any]:
+def chat_body(options: ChatOptions, messages: list[dict[str, Any]], request: dict[str, Any] | None = None) -> dict[str, Any]:
     """The request body: the run's options, then the prompt's own ``request`` fields, then ``extra_body``."""
     stream_options: dict[str, bool] = {"include_usage": True}
     if options.continuous_usage:
@@ -39,13 +42,16 @@ def chat_body(options: ChatOptions, messages: list[dict[str, str]], request: dic
         body["max_tokens"] = options.max_tokens
     if options.effort != "none":
         body["reasoning_effort"] = options.effort
+    if options.tools:
+        body["tools"] = list(options.tools)
+        body["tool_choice"] = options.tool_choice
     if request:
         body.update(request)
     body.update(options.extra_body)
     return body
 
 
-def responses_body(options: ChatOptions, messages: list[dict[str, str]], request: dict[str, Any] | None = None) -> dict[str, Any]:
+def responses_body(options: ChatOptions, messages: list[dict[str, Any]], request: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Responses API's body for the same request: ``input`` (the messages), ``reasoning.effort``,
     ``max_output_tokens`` (also for a prompt's own ``max_tokens``); no stream_options, which it has not (its usage
     comes once, at the end)."""
@@ -59,6 +65,9 @@ def responses_body(options: ChatOptions, messages: list[dict[str, str]], request
         body["max_output_tokens"] = options.max_tokens
     if options.effort != "none":
         body["reasoning"] = {"effort": options.effort}
+    if options.tools:
+        body["tools"] = responses_tools(options.tools)
+        body["tool_choice"] = options.tool_choice
     if request:
         request = dict(request)
         if "max_tokens" in request:
@@ -67,3 +76,9 @@ def responses_body(options: ChatOptions, messages: list[dict[str, str]], request
     body.update(options.extra_body)
     return body
 
+
+
+def responses_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """Chat's function tools (``{"type": "function", "function": {...}}``) in the Responses API's flat form
+    (``{"type": "function", "name", "description", "parameters", ...}``)."""
+    return [{"type": "function", **tool["function"]} for tool in tools]

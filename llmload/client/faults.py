@@ -26,6 +26,10 @@ FAULTS: dict[str, tuple[str, str]] = {
                  "a proxy or server that rewrites or truncates streams; compare with CLIENT=openai and curl"),
     "disconnected": ("the connection closed before the response ended (before headers or mid-stream)",
                      "the server's log: a crash, a restart, a proxy idle timeout, or a kill of the request"),
+    "tool_call_invalid": ("the answer called a function (TOOLS) with arguments that are not a JSON object, or one that "
+                          "was not offered",
+                          "the model's tool use, not the transport: the detail names the call; the server's tool parser "
+                          "(vLLM: --tool-call-parser openai for gpt-oss) and the tools file"),
     "interrupted": ("still streaming when the run ended (STOP_TIMEOUT ran out, or a signal); not a failure",
                     "raise STOP_TIMEOUT to let long streams finish"),
 }

@@ -15,6 +15,7 @@ from llmload.client.apis import Api
 from llmload.client.raw import RawChatClient
 from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.client.sdk import OpenAIChatClient
+from llmload.client.toolcalls import ToolUse
 from llmload.errors import RequestFailed
 from llmload.results.records import RequestRecord
 
@@ -50,18 +51,28 @@ def measure_request(
     record_fields: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
     answer: list[str] | None = None,
+    tool_use: ToolUse | None = None,
 ) -> RequestRecord:
     """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
 
     ``record_fields`` are more RequestRecord fields known before sending, e.g. ``{"effort": "low"}``.
     ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
     ``answer``, when given, gets the pieces of the answer's text (a conversation's next turn sends it back).
+    ``tool_use``, when given (TOOLS), gets the answer's function calls, checked against the tools it offered.
     """
     request_id = uuid.uuid4().hex
-    accumulator = client.api.accumulator if answer is None else client.api.answer_accumulator
+    api = client.api
+    if tool_use is not None:
+        accumulator = api.tool_accumulator
+    elif answer is not None:
+        accumulator = api.answer_accumulator
+    else:
+        accumulator = api.accumulator
     acc = accumulator(request_id, prompt_id, time.time(), clock(), warmup, record_fields)
-    if answer is not None:
-        acc.answer = answer  # type: ignore[attr-defined]
+    if accumulator is not api.accumulator:
+        acc.answer = [] if answer is None else answer  # type: ignore[attr-defined]
+    if tool_use is not None:
+        acc.tool_use = tool_use  # type: ignore[attr-defined]
     PROCESS_READ_STATS.on_request_start(acc.start_monotonic_s)
     try:
         end_s = client.stream_chat(body, request_id, acc)

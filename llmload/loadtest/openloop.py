@@ -3,7 +3,7 @@
 Each arrival runs in its own greenlet, so slow answers never delay the next send; MAX_CONCURRENCY
 caps the requests in flight (a request due while every slot is busy waits, and its record says how long).
 With TURNS an arrival starts a conversation: its greenlet sends each later turn THINK_TIME after the answer
-before it, until its turns, REQUESTS or the test run out. Warm-ups (single turns) go first on the same
+before it (a tool round at once), until its turns, REQUESTS or the test run out. Warm-ups (single turns) go first on the same
 schedule; the measured schedule starts once they have all finished. With workers, each sends its own
 share of one schedule from a common instant (see distributed.py).
 """
@@ -94,7 +94,8 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
         """One arrival: its request, then its conversation's later turns, each THINK_TIME after the answer before it."""
         record = send_when_slot(ticket, conversation, effort, {"scheduled_monotonic_s": due_s})
         while record.ok and not conversation.done:
-            if session.stopping.wait(timeout=session.turn_plan.think_time_s(rng)):
+            think_s = 0.0 if conversation.mid_turn else session.turn_plan.think_time_s(rng)  # a tool round goes at once
+            if session.stopping.wait(timeout=think_s):
                 return
             ticket = session.budget.take()
             if ticket is None:

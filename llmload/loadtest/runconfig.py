@@ -19,6 +19,7 @@ from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
 from llmload.loadtest.turns import TurnPlan
 from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings, usd_per_gpu_hour
+from llmload.promptsets.tools import load_tools, tool_names, tool_results
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
 
@@ -85,6 +86,10 @@ class RunConfig:
     trace: str
     trace_speed: float
     trace_limit: int
+    tools: str
+    tool_choice: str
+    tool_rounds: int
+    tool_result_tokens: int
 
     @classmethod
     def of(cls, options: argparse.Namespace) -> Self:
@@ -149,6 +154,7 @@ SUITE_OWNED_FIELDS = {
     "max_completion_tokens": "set MAX_TOKENS= instead", "temperature": "set TEMPERATURE= instead",
     "reasoning_effort": "set EFFORT= instead", "input": "choose prompts with PROMPTS= instead",
     "max_output_tokens": "set MAX_TOKENS= instead", "reasoning": "set EFFORT= instead",
+    "tools": "set TOOLS= instead", "tool_choice": "set TOOL_CHOICE= instead",
 }
 """Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
 
@@ -221,9 +227,23 @@ def _check_workload(config: LaunchConfig) -> None:
     elif config.trace_speed != 1.0 or config.trace_limit:
         raise ConfigError(f"{'TRACE_SPEED' if config.trace_speed != 1.0 else 'TRACE_LIMIT'} applies with TRACE; give TRACE=path "
                           "too, or leave it out")
+    _check_tools(config)
     if config.prefix_groups != 1 and not config.prefix_tokens:
         raise ConfigError(f"PREFIX_GROUPS={config.prefix_groups} needs PREFIX_TOKENS: give the prefixes' length, e.g. "
                           "PREFIX_TOKENS=1000")
+
+
+def _check_tools(config: LaunchConfig) -> None:
+    """The tools file is a list of function tools; TOOL_CHOICE and TOOL_ROUNDS need one; results fit their length."""
+    if not config.tools:
+        for key, given in (("TOOL_ROUNDS", config.tool_rounds != 1), ("TOOL_CHOICE", config.tool_choice != "auto")):
+            if given:
+                raise ConfigError(f"{key} applies with TOOLS: give TOOLS=path to a JSON list of function tools "
+                                  f"(e.g. tools/example.json), or leave {key} out")
+        return
+    tools = load_tools(config.tools)
+    if config.tool_rounds > 1:
+        tool_results(tuple(sorted(tool_names(tools))), config.tool_result_tokens, config.seed)
 
 
 def _check_open_loop(config: LaunchConfig) -> None:
@@ -244,11 +264,13 @@ def _check_trace(config: LaunchConfig, plan: TurnPlan) -> None:
     """A trace decides when each request goes, what it sends and how many there are: the settings that would too
     are refused."""
     conflicts = {"RATE": config.rate != 0, "USERS": config.num_users != 1, "REQUESTS": config.requests != 0,
-                 "TURNS": plan.conversations, "PREFIX_TOKENS": config.prefix_tokens != 0}
+                 "TURNS": plan.conversations, "PREFIX_TOKENS": config.prefix_tokens != 0,
+                 "TOOL_ROUNDS": config.tool_rounds != 1}
     fixes = {"RATE": "the trace's times are the schedule; speed them up with TRACE_SPEED",
              "USERS": "requests are sent at the trace's times, not by users; cap those in flight with MAX_CONCURRENCY",
              "REQUESTS": "every row is a request; replay fewer with TRACE_LIMIT",
-             "TURNS": "each row is one request", "PREFIX_TOKENS": "the trace's hash_ids say which prompts share blocks"}
+             "TURNS": "each row is one request", "PREFIX_TOKENS": "the trace's hash_ids say which prompts share blocks",
+             "TOOL_ROUNDS": "each row is one request"}
     for key, conflicting in conflicts.items():
         if conflicting:
             raise ConfigError(f"{key} with TRACE: {fixes[key]}; leave {key} out")

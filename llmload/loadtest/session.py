@@ -43,6 +43,7 @@ from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import ServerInfo, check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
+from llmload.loadtest.toolrounds import ToolRounds
 from llmload.loadtest.turns import TurnPlan
 from llmload.loadtest.workload import workload_of
 from llmload.promptsets.catalog import Prompt, prompt_overrides
@@ -134,16 +135,18 @@ class RunSession(ABC):
 
     def _what_to_send(self, config: RunConfig) -> ChatOptions:
         """The prompts, their order and the request body per effort; returns the body's options before the effort."""
+        self.workload = workload_of(config)
         chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
                            temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
-                           extra_body=parse_extra_body(config.extra_body))
+                           extra_body=parse_extra_body(config.extra_body), tools=self.workload.tools,
+                           tool_choice=config.tool_choice)
         if config.trace and self.server.version is not None:  # a trace's output lengths are forced, where vLLM can
             chat = replace(chat, extra_body={"ignore_eos": True, **chat.extra_body})
         check_prefix_fits(config.prefix_tokens, self.server, chat.model)  # the web UI's form may have changed it
         self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.api = APIS[config.api]
-        self.workload = workload_of(config)
+        self.tools = ToolRounds.of(self.workload.tools, config.tool_rounds, self.workload.tool_results, self.api)
         self.prompts: tuple[Prompt, ...] = self.workload.prompts
         self.in_sequence = config.order == "sequence"
         self._next_prompt = 0
@@ -203,7 +206,8 @@ class RunSession(ABC):
         """The next conversation a user (or RATE's dispatcher) starts, and its effort (one for all its turns: the
         effort is in the server's header, so a change would cost every later turn its prefix cache).
 
-        Its turns are drawn from TURNS; a warm-up is one turn, so no conversation crosses into the measured requests.
+        Its turns are drawn from TURNS; a warm-up is one turn of one round, so no conversation crosses into the
+        measured requests.
         ``prompt``: its first turn's (a trace's row), else drawn as ORDER says.
         """
         prompt = prompt or self.next_prompt(rng)
@@ -212,13 +216,16 @@ class RunSession(ABC):
         nonce = f"{rng.randrange(10**12):012d}" if self.nonce else None
         number = self._conversations_started * self.plan.workers + self.plan.position  # unique over the workers
         self._conversations_started += 1
-        return Conversation.start(str(number), prompt, followups, nonce), self.efforts.next()
+        rounds = self.tools.rounds if self.tools is not None and not warmup else 1
+        return Conversation.start(str(number), prompt, followups, nonce, rounds), self.efforts.next()
 
     def turn_fields(self, conversation: Conversation) -> dict[str, Any]:
-        """The record fields of the conversation's next turn: its id and turn under TURNS, none for single requests."""
+        """The record fields of the conversation's next request: its id and turn under TURNS, its task and round under
+        TOOL_ROUNDS; none for single requests."""
+        fields = self.tools.fields(conversation) if self.tools is not None else {}
         if not self.turn_plan.conversations:
-            return {}
-        return {"conversation_id": conversation.id, "turn": conversation.turn}
+            return fields
+        return {"conversation_id": conversation.id, "turn": conversation.turn, **fields}
 
     @abstractmethod
     def add(self, record: RequestRecord) -> None:

@@ -95,23 +95,28 @@ class ChatUser(User):
         record = self.send(ticket, self.client, self.conversation, self.effort)
         # closed loop only: RATE's schedule never waits
         self.pause_s = self.backoff.after(record.ok)
-        if record.ok and not self.conversation.done:
+        if record.ok and not self.conversation.done and not self.conversation.mid_turn:
             self.pause_s = session.turn_plan.think_time_s(self.rng)
 
     def send(self, ticket: int, client: ChatClient, conversation: Conversation, effort: str,
              record_fields: dict[str, Any] | None = None) -> RequestRecord:
-        """Send request ``ticket``, the conversation's next turn, with ``client`` (its warm-ups done), record it, add its
-        answer to the conversation (a failure ends it), and report it to Locust."""
+        """Send request ``ticket``, the conversation's next turn (or its next tool round), with ``client`` (its warm-ups
+        done), record it, add its answer to the conversation (a failure ends it), and report it to Locust."""
         session = self.session
         warmup = session.budget.is_warmup(ticket)
         body = session.api.body(session.chat_by_effort[effort], conversation.messages, conversation.request())
         fields = {"effort": effort, **session.turn_fields(conversation), **(record_fields or {})}
-        answer: list[str] | None = [] if session.turn_plan.conversations else None
-        record = measure_request(client, body, conversation.prompt.id, session.add, warmup, fields, answer=answer)
-        if record.ok:
-            conversation.answered("".join(answer or ()))
-        else:
+        answer: list[str] | None = [] if session.turn_plan.conversations or conversation.rounds > 1 else None
+        tool_use = session.tools.use() if session.tools is not None else None
+        record = measure_request(client, body, conversation.prompt.id, session.add, warmup, fields, answer=answer,
+                                 tool_use=tool_use)
+        text = "".join(answer or ())
+        if not record.ok:
             conversation.failed()
+        elif tool_use is not None and (round_messages := session.tools.next_round(record, conversation, tool_use, text)):
+            conversation.called(round_messages)
+        else:
+            conversation.answered(text)
         session.budget.done(ticket)
         if warmup:
             return record  # warm-ups stay out of Locust's statistics too

@@ -1,5 +1,6 @@
 """What a run sends, built once per process before the test's clock starts: the prompts (PROMPTS, with
-PREFIX_TOKENS's shared prefixes, or TRACE's rows) and, for conversations, the follow-up set.
+PREFIX_TOKENS's shared prefixes, or TRACE's rows), for conversations the follow-up set, and the tools offered
+(TOOLS) with their rounds' results (TOOL_ROUNDS).
 
 Building takes seconds for some sets (random:IN:OUT, ShareGPT), so each Locust process builds it at init, before
 Locust starts counting DURATION; the test's session finds it cached.
@@ -7,15 +8,17 @@ Locust starts counting DURATION; the test's session finds it cached.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from llmload.loadtest.runconfig import RunConfig
 from llmload.loadtest.turns import parse_turns
 from llmload.promptsets.catalog import Prompt, load_prompt_set
 from llmload.promptsets.followups import FollowUp, followup_set
 from llmload.promptsets.prefixes import with_shared_prefixes
+from llmload.promptsets.tools import load_tools, tool_names, tool_results
 from llmload.promptsets.traces import Trace, read_trace, trace_prompts
 
 __all__ = ["Workload", "workload_of"]
@@ -30,13 +33,25 @@ class Workload:
     """The follow-up set by template name; empty when requests are single turns."""
     trace: Trace | None = None
     """TRACE's rows, prompt i being row i's; None without a trace."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """The function tools every request offers (TOOLS); empty: none."""
+    tool_results: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each offered function's results, for TOOL_ROUNDS above 1; empty otherwise."""
 
 
 def workload_of(config: RunConfig) -> Workload:
     """The workload ``config`` asks for (cached: the same settings give the same object)."""
     if config.trace:
-        return _replay(config.trace, config.trace_limit, config.seed)
-    return _build(config.prompts, config.seed, config.prefix_tokens, config.prefix_groups, parse_turns(config.turns)[1] > 1)
+        workload = _replay(config.trace, config.trace_limit, config.seed)
+    else:
+        workload = _build(config.prompts, config.seed, config.prefix_tokens, config.prefix_groups,
+                          parse_turns(config.turns)[1] > 1)
+    if not config.tools:
+        return workload
+    tools = load_tools(config.tools)
+    results = tool_results(tuple(sorted(tool_names(tools))), config.tool_result_tokens, config.seed) \
+        if config.tool_rounds > 1 else {}
+    return replace(workload, tools=tools, tool_results=results)
 
 
 @lru_cache(maxsize=2)

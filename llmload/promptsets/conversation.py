@@ -3,8 +3,8 @@
 Turn 1 sends the prompt's messages. Each later turn sends every message so far: the earlier user messages, each
 answer as it was received (its text only: gpt-oss's harmony format drops earlier turns' reasoning, and vLLM
 renders an earlier answer on the final channel), then the new user message. A single request is a conversation of
-one turn. Other rounds (issue 23's tool calls: a call, the tool's result, the next request) append their messages
-with ``add`` and send again the same way.
+one turn. With TOOL_ROUNDS a turn is a task of up to that many requests (rounds): while a round's answer is a
+function call, ``called`` appends the call and the tool's results and the turn's next round sends again.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Conversation:
 
     id: str
     prompt: Prompt
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     """Everything the next request sends, in order."""
     followups: list[FollowUp] = field(default_factory=list)
     """The user messages of turns 2, 3, ..., each appended once the turn before it was answered."""
@@ -39,15 +39,20 @@ class Conversation:
     """Turns answered so far."""
     ended: bool = False
     """A turn failed: its answer is unknown, so the conversation cannot go on."""
+    rounds: int = 1
+    """The most requests a turn makes (TOOL_ROUNDS): one more after each answer that is a function call."""
+    round: int = 1
+    """The next request's round within its turn, from 1."""
 
     @classmethod
-    def start(cls, id: str, prompt: Prompt, followups: Sequence[FollowUp] = (), nonce: str | None = None) -> Conversation:
+    def start(cls, id: str, prompt: Prompt, followups: Sequence[FollowUp] = (), nonce: str | None = None,
+              rounds: int = 1) -> Conversation:
         """A conversation on ``prompt``; ``nonce`` (NONCE=on) leads its first message of its own, after a shared prefix,
         and stays in the history, so later turns still find their own earlier ones in vLLM's prefix cache."""
         messages = list(prompt.messages)
         if nonce is not None:
             messages = with_nonce(messages, nonce, 1 if PREFIX_GROUP in prompt.meta else 0)
-        return cls(id, prompt, messages, list(followups))
+        return cls(id, prompt, messages, list(followups), rounds=rounds)
 
     @property
     def turn(self) -> int:
@@ -67,10 +72,27 @@ class Conversation:
         """The body fields the next turn sets itself: the prompt's, then a later turn's own (a ShareGPT turn's max_tokens)."""
         return self.prompt.request if self.sent == 0 else {**self.prompt.request, **self.followups[self.sent - 1].request}
 
+    @property
+    def rounds_left(self) -> bool:
+        """Whether the turn may send another round, should this one's answer be a function call."""
+        return self.round < self.rounds
+
+    @property
+    def mid_turn(self) -> bool:
+        """Whether the next request is a later round of its turn (the tool's results go back): no THINK_TIME before it."""
+        return self.round > 1
+
+    def called(self, messages: Sequence[dict[str, Any]]) -> None:
+        """The round's answer was a function call: ``messages`` (the call, the tool's results) join the history, and
+        the turn's next round is next."""
+        self.round += 1
+        self.messages.extend(messages)
+
     def answered(self, text: str) -> None:
         """The turn's answer came (``text``: its visible text as received): it joins the history, and so does the next
         turn's user message, if there is one."""
         self.sent += 1
+        self.round = 1
         self.add({"role": "assistant", "content": text})
         if not self.done:
             self.add({"role": "user", "content": self.followups[self.sent - 1].text})
@@ -80,6 +102,6 @@ class Conversation:
         self.sent += 1
         self.ended = True
 
-    def add(self, message: dict[str, str]) -> None:
+    def add(self, message: dict[str, Any]) -> None:
         """One more message for the next request."""
         self.messages.append(message)

@@ -13,6 +13,8 @@ older line lacks taking its default, and names a newer one in one line):
        than two events (a version-1 line may hold about 0 there).
     3  2026-12-04: cached_tokens (the server's usage.prompt_tokens_details.cached_tokens), conversation_id and turn
        (TURNS above 1).
+    4  2026-12-04: task_id and round (TOOL_ROUNDS above 1: each round of a task, its function calls handed back);
+       error tool_call_invalid.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -30,7 +32,7 @@ from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "record_rows", "read_records", "run_span_s"]
 
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 
 
 def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
@@ -80,10 +82,10 @@ class RequestRecord:
     """Where reasoning_tokens came from: "server", "stream" (counted), or "none"."""
     finish_reason: str | None = None
     answered: bool = False
-    """A visible answer arrived (non-empty delta.content)."""
+    """A visible answer (non-empty delta.content) or a function call arrived."""
     error: str | None = None
     """None when the request succeeded; else a category: connect, timeout, http_<code>,
-    stream_error, protocol, disconnected, interrupted."""
+    stream_error, protocol, disconnected, tool_call_invalid, interrupted."""
     error_detail: str | None = None
     warmup: bool = False
     """Sent before the measured requests (WARMUP_REQUESTS); kept, but left out of the summary."""
@@ -93,6 +95,11 @@ class RequestRecord:
     """With TURNS above 1: the conversation this request is a turn of; None for single requests."""
     turn: int | None = None
     """With TURNS above 1: which turn of its conversation, from 1 (its prompt_tokens include the history so far)."""
+    task_id: str | None = None
+    """With TOOL_ROUNDS above 1: the task this request is a round of (its conversation's id and turn, ``7.1``)."""
+    round: int | None = None
+    """With TOOL_ROUNDS above 1: which round of its task, from 1; round n+1 sends round n's function calls and the
+    tools' results."""
     scheduled_monotonic_s: float | None = None
     """With RATE: when the schedule had the request sent (start_monotonic_s is when it was); None in closed loop."""
     slot_wait_s: float | None = None

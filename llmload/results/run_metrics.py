@@ -34,7 +34,7 @@ LATENCIES = {
     "e2e_request_latency_seconds": "Request start to data: [DONE], as the client saw it.",
 }
 """Histogram name (after PREFIX): help. vLLM's own are vllm:<name> (its TPOT: vllm:request_time_per_output_token_seconds)."""
-OUTCOMES = ("ok", "connect", "timeout", "stream_error", "protocol", "disconnected", "interrupted")
+OUTCOMES = ("ok", "connect", "timeout", "stream_error", "protocol", "disconnected", "tool_call_invalid", "interrupted")
 """llmload_requests_total's outcomes shown from the start at 0 (llmload/client/faults.py); http_<code> appear when seen."""
 FOLD_AT = 20_000
 """Gaps held before they go into the histogram at once (about a millisecond of numpy)."""

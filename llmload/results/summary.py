@@ -18,6 +18,7 @@ file lacks taking its default or None, and names a newer one in one line):
     4  2026-12-04: decode_ms (E2E - TTFT, the metric table's decode row), in the run's measures and each effort's;
        an older file reads as having measured none of it (`llmload report` computes it from samples.jsonl).
     5  2026-12-04: by_turn (conversations' turns, each its Measures) and server_prefix_cache_hit_rate.
+    6  2026-12-04: tasks (TOOL_ROUNDS: tasks by outcome, rounds, time to the final answer, tokens; results/tasks.py).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -36,8 +37,9 @@ import numpy as np
 
 from llmload.errors import ResultsError
 from llmload.results.cost import Cost, goodput_tokens_per_s, run_cost
-from llmload.results.intervals import batch_means_ci, batches_for, quantile_ci
+from llmload.results.intervals import batch_means_ci, batches_for
 from llmload.results.delivery import TokenDelivery, token_delivery
+from llmload.results.distributions import Distribution, TokenStats, distribution, token_stats
 from llmload.results.predicted import Predicted, predict_played
 from llmload.results.generator import GeneratorCheck
 from llmload.results.metrics import BY_NAME, METRICS
@@ -46,68 +48,13 @@ from llmload.results.provenance import rehearsal_speedup, served_by_of
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample, prefix_cache_hit_rate
 from llmload.results.slo import Slo, SloResult, check_slo, is_good
+from llmload.results.tasks import TaskStats, task_stats
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 5
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """Mean, median, p90, p99, min and max of a sample; all None when the sample is empty.
-
-    ``<stat>_ci95`` is [lo, hi], the statistic's distribution-free 95% interval, or None when the
-    sample is too small to give one (e.g. fewer than 299 samples for p99).
-    """
-
-    count: int
-    mean: float | None
-    median: float | None
-    median_ci95: list[float] | None
-    p90: float | None
-    p90_ci95: list[float] | None
-    p99: float | None
-    p99_ci95: list[float] | None
-    min: float | None
-    max: float | None
-
-
-@dataclass(frozen=True)
-class TokenStats:
-    """Total, mean, median, min and max of a per-request token count."""
-
-    count: int
-    total: int
-    mean: float | None
-    median: float | None
-    min: int | None
-    max: int | None
-
-
-def distribution(values: Sequence[float], scale: float = 1.0) -> Distribution:
-    """The distribution of ``values`` times ``scale`` (1000 turns seconds into ms)."""
-    if len(values) == 0:
-        return Distribution(0, None, None, None, None, None, None, None, None, None)
-    a = np.sort(np.asarray(values, dtype=float) * scale)
-    p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return Distribution(
-        count=int(a.size), mean=float(a.mean()), median=float(p50), median_ci95=quantile_ci(a, 0.5),
-        p90=float(p90), p90_ci95=quantile_ci(a, 0.9), p99=float(p99), p99_ci95=quantile_ci(a, 0.99),
-        min=float(a[0]), max=float(a[-1]),
-    )
-
-
-def token_stats(counts: Sequence[int]) -> TokenStats:
-    """Statistics of per-request token counts."""
-    if len(counts) == 0:
-        return TokenStats(0, 0, None, None, None, None)
-    a = np.asarray(counts, dtype=np.int64)
-    return TokenStats(
-        count=int(a.size), total=int(a.sum()), mean=float(a.mean()), median=float(np.median(a)),
-        min=int(a.min()), max=int(a.max()),
-    )
+SUMMARY_SCHEMA_VERSION = 6
 
 
 def _with_metrics_after(field_name: str) -> Callable[[type], type]:
@@ -230,6 +177,8 @@ class Summary(Measures):
     by_turn: dict[str, Measures] = field(default_factory=dict)
     """With TURNS: each turn's part ("1", "2", ...: every conversation's first requests, second, ...); rates over the
     whole run. Later turns send the history, so their prompt_tokens grow and the prefix cache decides their TTFT."""
+    tasks: TaskStats | None = None
+    """With TOOL_ROUNDS above 1: the tasks its rounds made up (results/tasks.py); None otherwise."""
     server_prefix_cache_hit_rate: float | None = None
     """The server's prefix-cache hits over its queries (both in tokens) between the scrapes around the run (vLLM's
     prefix_cache_hits and prefix_cache_queries counters; warm-ups included); None without them."""
@@ -392,7 +341,8 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)
                                      if len(server_window) >= 2 else None),
-                   delivery=delivery, warnings=_delivery_warnings(delivery))
+                   delivery=delivery, warnings=_delivery_warnings(delivery),
+                   tasks=task_stats(measured, int(config.get("tool_rounds") or 1)))
 
 
 def _delivery_warnings(delivery: TokenDelivery) -> list[str]:

@@ -5,7 +5,7 @@
 
 HOST serves tiny-gptoss (make serve-vllm-cpu). Each effort gets REQUESTS streamed chat completions at
 temperature 1.0 and top_p 1.0 offering get_weather between two other functions (tool_choice auto). A call
-is well formed when it reasoned first, showed no text, named get_weather once, sent arguments that parse
+is well formed when it showed no text, named get_weather once, sent arguments that parse
 as a JSON object, and finished with `tool_calls`. Each well-formed call's round trip follows: the call and
 a tool result appended, the answer is well formed when it reasoned, answered with text, called nothing
 and finished with `stop`. Prints one Markdown row per effort.
@@ -50,7 +50,7 @@ def call_well_formed(chat: dict) -> bool:
     except json.JSONDecodeError:
         return False
     return (isinstance(arguments, dict) and chat["names"] == [FUNCTION] and chat["finish"] == ["tool_calls"]
-            and chat["reasoning"] > 0 and not chat["content"])
+            and not chat["content"])
 
 
 def answer_well_formed(chat: dict) -> bool:

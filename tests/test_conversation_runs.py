@@ -65,7 +65,7 @@ def test_with_rate_conversations_start_on_the_schedule_and_their_turns_follow(wi
     done = run_cli("load", f"HOST={wire.url}", "RATE=20", "ARRIVALS=constant", "REQUESTS=10", "TURNS=2", f"OUT={out}")
     assert done.returncode == 0, done.stderr[-2000:]
     records = list(read_records(out / "samples.jsonl"))
-    firsts = [r for r in records if r.turn == 1]
+    firsts = sorted((r for r in records if r.turn == 1), key=lambda r: r.scheduled_monotonic_s)  # file order: by end
     seconds = [r for r in records if r.turn == 2]
     assert len(records) == 10 and len(firsts) + len(seconds) == 10 and seconds  # REQUESTS counts turns
     assert all(r.scheduled_monotonic_s is not None for r in firsts)

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import math
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,18 +36,19 @@ from typing import Sequence
 from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
+from llmload.listening import check_port_free
 from llmload.loadtest.console import Progress, banner_lines
 from llmload.loadtest.preflight import check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
+from llmload.loadtest.target import target
+from llmload.loadtest.workload import workload_of
+from llmload.monitor import serve_prometheus
 from llmload.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
 from llmload.results.provenance import bare_model_name
-from llmload.results.report import format_result
+from llmload.results.report import fail_ratio_line, format_result
 from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir, older_summary_version, read_summary,
                                      rebuild_summary, recompute_summary, write_summary)
-from llmload.results.summary import Summary
-from llmload.loadtest.target import target
-from llmload.loadtest.workload import workload_of
 
 __all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
 
@@ -137,7 +135,7 @@ def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dic
     if options.out and (Path(options.out) / SAMPLES_FILE).exists():
         raise ConfigError(f"OUT={options.out} already holds a run ({SAMPLES_FILE}); choose another OUT")
     if not headless:
-        _check_port_free("WEB_PORT", options.web_host, options.web_port, "another `make ui`?")
+        check_port_free("WEB_PORT", options.web_host, options.web_port, "another `make ui`?")
         if options.metrics_port == options.web_port:
             raise ConfigError(f"METRICS_PORT={options.metrics_port} is WEB_PORT too; give METRICS_PORT another port")
     _check_metrics_port(options)
@@ -161,24 +159,11 @@ def _check_out(out: str) -> None:
         raise ConfigError(f"{setting}: cannot write in {existing} ({e.strerror or e}); choose another OUT") from None
 
 
-def _check_port_free(key: str, host: str, port: int, who: str) -> None:
-    """ConfigError unless ``host:port`` can be listened on (as gevent's and Prometheus's servers do: SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host.strip("[]"), port))
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{key}={port}: {host}:{port} is taken ({who}); stop it or give another {key}") from None
-            raise ConfigError(f"{key}={port}: {host}:{port} cannot be listened on ({e.strerror or e}); "
-                              f"give another address or {key}") from None
-
-
 def _check_metrics_port(options: LaunchConfig | argparse.Namespace) -> None:
     """METRICS_PORT, when on, is free where METRICS_HOST says (which parse_run_args, or here a sweep's or capacity's
     settings, checked for METRICS_LOGIN first)."""
     if options.metrics_port:
-        _check_port_free("METRICS_PORT", options.metrics_host, options.metrics_port, "another run's METRICS_PORT?")
+        check_port_free("METRICS_PORT", options.metrics_host, options.metrics_port, "another run's METRICS_PORT?")
 
 
 def _made_dirs(path: Path) -> list[Path]:
@@ -250,23 +235,11 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         return 128 + signals.first
     if code != 0:
         return code
-    too_many = _fail_ratio_line(summary, options.max_fail_ratio)
+    too_many = fail_ratio_line(summary, options.max_fail_ratio)
     if too_many:
         print(f"error: {too_many}", file=sys.stderr)
         return EXIT_FAIL_RATIO
     return 0 if summary.requests_ok > 0 else 1
-
-
-def _fail_ratio_line(summary: Summary, limit: float) -> str | None:
-    """One line when the run's failed share passed MAX_FAIL_RATIO (or it stopped for that), else None."""
-    ok, failed = summary.requests_ok, summary.requests_failed
-    stopped = summary.config.get("stopped_by") == "MAX_FAIL_RATIO"
-    if not (stopped or (limit and failed and failed / (ok + failed) > limit)):
-        return None
-    when = "the run was stopped early" if stopped else "the run's results are mostly failures"
-    kinds = ", ".join(f"{kind} {n}" for kind, n in summary.errors.items() if kind != "interrupted")
-    return (f"MAX_FAIL_RATIO={limit:g} passed: {failed} of {ok + failed} requests failed ({kinds}); "
-            f"{when}. Fix the server or raise MAX_FAIL_RATIO (0: never stop)")
 
 
 def _prompts(settings: Sequence[str]) -> int:
@@ -368,27 +341,6 @@ def _report(run_dirs: Sequence[str]) -> int:
     return 0
 
 
-def _monitor(settings: Sequence[str]) -> int:
-    """Prometheus (Debian's package) on 127.0.0.1:MONITOR_PORT with monitoring/prometheus.yml, its data in results/."""
-    options = opts.parse_settings(settings, opts.MONITOR_OPTIONS)
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise ConfigError("prometheus is missing: `make monitor` installs it as root (apt-get install -y prometheus); "
-                          "else run `sudo apt-get install -y prometheus`, or put a prometheus binary on PATH")
-    _check_port_free("MONITOR_PORT", "127.0.0.1", options.monitor_port,
-                     "another Prometheus? Debian's package starts one as a service: sudo systemctl disable --now prometheus")
-    config = Path(__file__).resolve().parents[1] / "monitoring" / "prometheus.yml"
-    data = Path("results") / "prometheus"
-    data.mkdir(parents=True, exist_ok=True)
-    argv = [binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{options.monitor_port}",
-            f"--storage.tsdb.path={data}"]
-    print(f"Prometheus on http://127.0.0.1:{options.monitor_port} ({config}; data in {data}/); Ctrl-C stops it", flush=True)
-    with SignalForwarder("stopped before Prometheus started") as signals:
-        prometheus = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=stoppable_child)
-        code = signals.wait(prometheus)
-    return 128 + signals.first if signals.first else code
-
-
 def _help(command: str) -> int:
     """``python -m llmload CMD --help`` (one command's settings) or ``help`` (every command's)."""
     print(__doc__.strip().replace("``", "") + "\n")
@@ -425,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "worker":
             return _worker(rest)
         if command == "monitor":
-            return _monitor(rest)
+            return serve_prometheus(rest)
         if command == "serve-sim":
             from llmload.sim.__main__ import main as sim_main
 

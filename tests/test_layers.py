@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("llmload", "plots")
 # Each layer may import itself and the layers listed before it (stages of the data path).
 LAYERS = (
-    ("llmload.errors", "llmload.files", "llmload.options", "llmload.processes", "llmload.control_http", "llmload.credentials"),
+    ("llmload.errors", "llmload.files", "llmload.options", "llmload.processes", "llmload.control_http", "llmload.credentials",
+     "llmload.listening", "llmload.monitor"),
     ("llmload.promptsets", "llmload.results"),
     ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate"),
     ("llmload.client",),

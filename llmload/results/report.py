@@ -17,7 +17,7 @@ from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_b
 from llmload.results.reconcile import ServerVsClient
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
-__all__ = ["format_result"]
+__all__ = ["format_result", "fail_ratio_line"]
 
 _WIDTH = 50
 
@@ -301,3 +301,15 @@ def _machine(p: ProcessCheck) -> str:
     if p.machine_busy_cores is None or not p.machine_cores:
         return "n/a"
     return f"{p.machine_busy_cores:.2f} of {p.machine_cores} / {p.others_cores or 0.0:.2f}"
+
+
+def fail_ratio_line(summary: Summary, limit: float) -> str | None:
+    """One line when the run's failed share passed MAX_FAIL_RATIO (or it stopped for that), else None."""
+    ok, failed = summary.requests_ok, summary.requests_failed
+    stopped = summary.config.get("stopped_by") == "MAX_FAIL_RATIO"
+    if not (stopped or (limit and failed and failed / (ok + failed) > limit)):
+        return None
+    when = "the run was stopped early" if stopped else "the run's results are mostly failures"
+    kinds = ", ".join(f"{kind} {n}" for kind, n in summary.errors.items() if kind != "interrupted")
+    return (f"MAX_FAIL_RATIO={limit:g} passed: {failed} of {ok + failed} requests failed ({kinds}); "
+            f"{when}. Fix the server or raise MAX_FAIL_RATIO (0: never stop)")

@@ -47,7 +47,7 @@ def _chunks(tokens: int, reasoning: int) -> list[dict]:
 
     encoder = StreamEncoder("chatcmpl-x", 0, "openai/gpt-oss-20b", 120, True)
     raw = encoder.role() + b"".join(encoder.token(g, reasoning, "length" if g == tokens else None) for g in range(1, tokens + 1))
-    raw += encoder.usage(tokens, reasoning)
+    raw += encoder.usage(tokens, reasoning, 0)
     events = [line[6:] for line in raw.split(b"\r\n") if line.startswith(b"data: ")]
     return [orjson.loads(e.split(b"\n\n")[0]) for e in events]
 

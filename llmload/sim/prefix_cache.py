@@ -1,9 +1,9 @@
 """vLLM's automatic prefix caching, by blocks: which leading part of a prompt the KV cache already holds.
 
-vLLM hashes a prompt's full blocks (``block_size`` tokens: the profile's engine.block_size, else vLLM's default 16), each hash chained from the one before, so
-a block matches only when everything before it matches too (tokens.py makes the hashes). A request's cached tokens
-are the longest run of leading blocks the cache holds, at most its length less one (the last token is always
-computed, for its logits). Running requests hold their blocks (a block two requests share is counted once toward KV
+vLLM hashes a prompt's full blocks (``block_size`` tokens: the profile's engine.block_size, else vLLM's default
+16), each hash chained from the one before, so a block matches only when everything before it matches too
+(tokens.py makes the hashes). A request's cached tokens are the longest run of leading blocks the cache holds, at
+most its length less one (the last token is always computed, for its logits). Running requests hold their blocks (a block two requests share is counted once toward KV
 use); when the last holder ends, the block stays cached on a free list, least recently used first, and is evicted
 only when new tokens need its space. Free cached blocks are free space, as in vLLM's kv_cache_usage_perc.
 

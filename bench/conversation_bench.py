@@ -65,7 +65,8 @@ def event_cost_us(tokens: int, rounds: int) -> tuple[float, float]:
             acc.on_chunk(1.0, c)
 
     def keeping() -> None:
-        acc = AnswerAccumulator("r", "p", 0.0, 0.0, answer=[])
+        acc = AnswerAccumulator("r", "p", 0.0, 0.0)
+        acc.answer = []  # as client/measure.py sets it
         for c in chunks:
             acc.on_chunk(1.0, c)
 

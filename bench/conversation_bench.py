@@ -47,7 +47,7 @@ def _chunks(tokens: int, reasoning: int) -> list[dict]:
 
     encoder = StreamEncoder("chatcmpl-x", 0, "openai/gpt-oss-20b", 120, True)
     raw = encoder.role() + b"".join(encoder.token(g, reasoning, "length" if g == tokens else None) for g in range(1, tokens + 1))
-    raw += encoder.usage(tokens, reasoning)
+    raw += encoder.usage(tokens, reasoning, 0)
     events = [line[6:] for line in raw.split(b"\r\n") if line.startswith(b"data: ")]
     return [orjson.loads(e.split(b"\n\n")[0]) for e in events]
 
@@ -65,7 +65,8 @@ def event_cost_us(tokens: int, rounds: int) -> tuple[float, float]:
             acc.on_chunk(1.0, c)
 
     def keeping() -> None:
-        acc = AnswerAccumulator("r", "p", 0.0, 0.0, answer=[])
+        acc = AnswerAccumulator("r", "p", 0.0, 0.0)
+        acc.answer = []  # as client/measure.py sets it
         for c in chunks:
             acc.on_chunk(1.0, c)
 

@@ -26,7 +26,8 @@ from llmload.results.efforts import REASONING_EFFORTS
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.o200k_harmony import O200K_SHA256
 
-__all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "prompt_tokens", "message_tokens", "text_tokens",
+__all__ = ["O200K_SHA256", "cache_dir", "o200k_base_file", "harmony_encoding", "harmony_text", "rendered_message", "prompt_tokens",
+           "message_tokens", "text_tokens",
            "system_header"]
 
 # vLLM's default identity and cutoff (openai-harmony's SystemContent.new()).
@@ -78,7 +79,7 @@ def system_header(effort: str = "medium", date: str = DEFAULT_DATE) -> str:
 _INSTRUCTIONS = "# Instructions\n\n"  # harmony's DeveloperContent.with_instructions
 
 
-def _rendered(message: dict[str, str]) -> tuple[str, str] | None:
+def rendered_message(message: dict[str, str]) -> tuple[str, str] | None:
     """A chat message as vLLM's harmony render has it: (the header between <|start|> and <|message|>, the text);
     None for a message it leaves out (an assistant message without text)."""
     role, content = message["role"], message["content"]
@@ -91,7 +92,7 @@ def _rendered(message: dict[str, str]) -> tuple[str, str] | None:
 
 def harmony_text(messages: Sequence[dict[str, str]], effort: str = "medium", date: str = DEFAULT_DATE) -> str:
     """The whole prompt as vLLM renders it for completion, special tokens written out."""
-    parts = (_rendered(m) for m in messages)
+    parts = (rendered_message(m) for m in messages)
     body = "".join(f"<|start|>{head}<|message|>{text}<|end|>" for head, text in filter(None, parts))
     return f"{system_header(effort, date)}{body}<|start|>assistant"
 
@@ -114,7 +115,7 @@ def text_tokens(text: str) -> int:
 
 def message_tokens(message: dict[str, str], count: Callable[[str], int] = text_tokens) -> int:
     """One chat message's tokens in vLLM's render (0 for one it leaves out); ``count`` counts a text's tokens."""
-    rendered = _rendered(message)
+    rendered = rendered_message(message)
     return 0 if rendered is None else _header_tokens(rendered[0]) + count(rendered[1])
 
 

@@ -129,20 +129,21 @@ class StreamEncoder:
         body += b',"logprobs":null,"finish_reason":%b}]' % finish + self._close(generated)
         return http_chunk(body)
 
-    def closing(self, completion_tokens: int, reasoning_tokens: int, finish_reason: str, include_usage: bool,
-                terminal: bool = True) -> bytes:
+    def closing(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int, finish_reason: str,
+                include_usage: bool, terminal: bool = True) -> bytes:
         """After the last token: the usage-only chunk (when asked for), ``data: [DONE]`` (unless ``terminal`` is
         off, a fault), the end of the body."""
-        usage = self.usage(completion_tokens, reasoning_tokens) if include_usage else b""
+        usage = self.usage(completion_tokens, reasoning_tokens, cached_tokens) if include_usage else b""
         return usage + (DONE_AND_END if terminal else END)
 
-    def usage(self, completion_tokens: int, reasoning_tokens: int) -> bytes:
-        """The usage-only chunk sent after the last token when include_usage is set."""
+    def usage(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int) -> bytes:
+        """The usage-only chunk sent after the last token when include_usage is set (prompt_tokens_details as vLLM
+        sends it with --enable-prompt-tokens-details)."""
         p = self.prompt_tokens
         body = (self._head + b'"choices":[],"usage":{"prompt_tokens":%d,"total_tokens":%d,'
                 b'"completion_tokens":%d,"completion_tokens_details":{"reasoning_tokens":%d},'
-                b'"prompt_tokens_details":null}}\n\n'
-                % (p, p + completion_tokens, completion_tokens, reasoning_tokens))
+                b'"prompt_tokens_details":{"cached_tokens":%d}}}\n\n'
+                % (p, p + completion_tokens, completion_tokens, reasoning_tokens, cached_tokens))
         return http_chunk(body)
 
     def error_event(self, message: str) -> bytes:
@@ -156,18 +157,18 @@ def stream_error_event(message: str) -> bytes:
         {"error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}}))
 
 
-def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
+def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int, cached_tokens: int) -> dict[str, Any]:
     """The final usage object, vLLM field order."""
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
 
 
-def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int,
+def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int, cached_tokens: int,
                     reasoning_tokens: int, answer_tokens: int, finish_reason: str, call: ToolCall | None = None) -> bytes:
     """Full non-stream chat.completion JSON body (the answer a function call when ``call`` is given)."""
     reasoning = tokens_text(reasoning_tokens) if reasoning_tokens else None
@@ -188,7 +189,7 @@ def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int,
             "logprobs": None,
             "finish_reason": finish_reason,
         }],
-        "usage": usage_dict(prompt_tokens, reasoning_tokens + answer_tokens, reasoning_tokens),
+        "usage": usage_dict(prompt_tokens, reasoning_tokens + answer_tokens, reasoning_tokens, cached_tokens),
     })
 
 

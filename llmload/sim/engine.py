@@ -1,8 +1,9 @@
 """The built-in target's engine: requests in, tokens out at their due times, on asyncio (no HTTP here).
 
 How long things take is a timing's business: the profile's step-time model played step by step (stepped.py,
-the default), or exact fixed times for tests (fixed.py: FIXED_TTFT_MS, FIXED_ITL_MS). The engine draws each
-request's output lengths, injects faults, counts what vLLM's /metrics count, and drives the timing on the loop.
+the default), or exact fixed times for tests (fixed.py: FIXED_TTFT_MS, FIXED_ITL_MS). Both keep vLLM's prefix
+cache (prefix_cache.py) over the prompt blocks a request brings. The engine draws each request's output lengths,
+injects faults, counts what vLLM's /metrics count, and drives the timing on the loop.
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ class Engine:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.request_success_total = {"stop": 0, "length": 0}
-        self.prefix_cache_queries_total = 0
-        self.prefix_cache_hits_total = 0  # no prefix cache model yet
         self.stream_pauses_total = 0  # streams held back because their reader fell behind
         self.latency = RequestHistograms()  # vLLM's request histograms, observed at each token's scheduled time
         self._task: asyncio.Task[None] | None = None
@@ -89,6 +88,16 @@ class Engine:
         return self.timing.preemptions
 
     @property
+    def prefix_cache_queries_total(self) -> int:
+        """Prompt tokens looked up in the prefix cache (vLLM's counter)."""
+        return self.timing.prefix_cache.queries
+
+    @property
+    def prefix_cache_hits_total(self) -> int:
+        """Of them, tokens found cached."""
+        return self.timing.prefix_cache.hits
+
+    @property
     def kv_usage(self) -> float:
         """Fraction of KV capacity held by running sequences (clamped to 1)."""
         return min(1.0, self.kv_used_tokens / self.profile.engine.kv_capacity_tokens)
@@ -100,8 +109,9 @@ class Engine:
     # ---- request lifecycle -------------------------------------------------------
     def submit(self, prompt_tokens: int, *, effort: str | None = None,
                max_tokens: int | None = None, ignore_eos: bool = False,
-               sink: TokenSink | None = None, now_s: float | None = None) -> Sequence:
-        """Register an arrival; returns its Sequence (state FAILED if fault-injected)."""
+               sink: TokenSink | None = None, now_s: float | None = None, prompt_blocks: tuple[int, ...] = ()) -> Sequence:
+        """Register an arrival; returns its Sequence (state FAILED if fault-injected). ``prompt_blocks``: the hashes
+        of its prompt's full KV blocks (tokens.prompt_block_hashes), for the prefix cache; none: nothing cached."""
         if max_tokens is not None and max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         now = self._clock() if now_s is None else now_s
@@ -109,7 +119,7 @@ class Engine:
         natural_r, natural_a = sample_lengths(effort, self.seed, index)  # validates effort first
         self._arrivals += 1
         r, a, finish = plan_output(natural_r, natural_a, max_tokens, ignore_eos)
-        seq = Sequence(index, prompt_tokens, r, a, finish, sink or _NullSink(), now)
+        seq = Sequence(index, prompt_tokens, r, a, finish, sink or _NullSink(), now, prompt_blocks)
         # Faults use their own stream so enabling them never changes output lengths.
         faults = random.Random(f"faults/{self.seed}/{index}")
         fail_draw, disconnect_draw = faults.random(), faults.random()
@@ -155,7 +165,6 @@ class Engine:
         if seq.generated == 1:
             seq.first_token_s = due_s
             self.prompt_tokens_total += seq.prompt_tokens
-            self.prefix_cache_queries_total += seq.prompt_tokens
             latency.time_to_first_token.observe(due_s - seq.arrival_s)
         else:
             latency.inter_token_latency.observe(due_s - seq.last_token_s)

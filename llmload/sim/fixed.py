@@ -2,7 +2,8 @@
 (FIXED_ITL_MS, growing by ITL_PER_SEQ_MS per running sequence), each sequence on its own clock (a heap of due tokens).
 
 The half not fixed comes from the profile's step-time model: TTFT as a first-come-first-served prefill of the whole
-prompt in one step, the gap as a decode step of the running batch.
+prompt in one step, the gap as a decode step of the running batch. The prefix cache is kept and counted (cached
+tokens in the usage, vLLM's hits on /metrics) but never shortens a TTFT here: tests keep their exact times.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections import deque
 from typing import Callable
 
+from .prefix_cache import PrefixCache
 from .profiles import Profile
 from .sequence import WAITING, Sequence
 from .stepmodel import prefill_pairs, step_time_s
@@ -39,6 +41,7 @@ class FixedTiming:
         self.running = 0
         self.kv_used_tokens = 0
         self.preemptions = 0  # never
+        self.prefix_cache = PrefixCache(profile.engine.block_size)
 
     @property
     def waiting(self) -> int:
@@ -64,7 +67,7 @@ class FixedTiming:
             self._waiting.remove(seq)
         elif seq.state_running:
             self.running -= 1  # its heap entry is skipped lazily
-            self.kv_used_tokens -= seq.prompt_tokens + seq.generated
+            self._free(seq)
             self._admit(now_s)
 
     def pause(self, seq: Sequence) -> None:
@@ -89,6 +92,7 @@ class FixedTiming:
             seq.admitted(now_s)
             self.running += 1
             self.kv_used_tokens += seq.prompt_tokens
+            self._look_up(seq)
             if self._fixed_ttft_s is not None:
                 first = now_s + self._fixed_ttft_s
             else:
@@ -97,6 +101,22 @@ class FixedTiming:
                 self._prefill_free_s = start + step_time_s(self.profile.step, prompt, 0.0, prefill_pairs(0, prompt)) * self._scale
                 first = self._prefill_free_s
             self._push(first, seq)
+
+    def _look_up(self, seq: Sequence) -> None:
+        """Count what the prefix cache holds of the prompt (timing unchanged); its blocks are cached from now."""
+        cache, blocks = self.prefix_cache, seq.prompt_blocks
+        cache.evict(self.profile.engine.kv_capacity_tokens - self.kv_used_tokens)
+        found, _ = cache.match(blocks, seq.prompt_tokens)
+        cache.hold(seq, blocks[:found])
+        cache.add(seq, blocks[found:])
+        seq.cached_tokens = found * cache.block_size
+        cache.count(seq.prompt_tokens, seq.cached_tokens)
+
+    def _free(self, seq: Sequence) -> None:
+        """A running sequence leaves: its KV is freed, its blocks stay cached (KV use peaks now: evict first)."""
+        self.prefix_cache.evict(self.profile.engine.kv_capacity_tokens - self.kv_used_tokens)
+        self.prefix_cache.release(seq)
+        self.kv_used_tokens -= seq.prompt_tokens + seq.generated
 
     def _push(self, due_s: float, seq: Sequence) -> None:
         heapq.heappush(self._heap, (due_s, next(self._tie), seq))
@@ -120,7 +140,7 @@ class FixedTiming:
             if not seq.state_running:  # its last token, or a fault that cancelled it
                 if seq.generated >= seq.total_tokens:
                     self.running -= 1
-                    self.kv_used_tokens -= seq.prompt_tokens + seq.generated
+                    self._free(seq)
                     self._admit(due)  # the slot frees at the scheduled time, not the wake time
             else:
                 # Next token is relative to the scheduled time so wake-up lateness never accumulates.

@@ -159,8 +159,10 @@ def profile_from_dict(data: Any, where: str, path: str = "") -> Profile:
     if version != PROFILE_SCHEMA_VERSION:
         raise ProfileError(f"{where}: schema_version {version} is not {PROFILE_SCHEMA_VERSION}, the one this suite reads")
     engine, step, front = (_field(data, key, where, dict) for key in ("engine", "step", "frontend"))
+    block_size = (_number(engine, "block_size", where, "engine.", whole=True) if "block_size" in engine
+                  else EngineLimits.block_size)  # optional: profiles before the prefix cache have none
     limits = EngineLimits(*(_number(engine, k, where, "engine.", whole=True)
-                            for k in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")))
+                            for k in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")), block_size)
     if limits.max_num_batched_tokens < limits.max_num_seqs:
         raise ProfileError(f"{where}: engine.max_num_batched_tokens ({limits.max_num_batched_tokens}) must be at least "
                            f"engine.max_num_seqs ({limits.max_num_seqs}), as vLLM requires")

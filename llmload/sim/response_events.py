@@ -174,8 +174,8 @@ class ResponsesEncoder:
                     + self._typed("response.content_part.done", {**where, "output_index": index, "part": item["content"][0]}))
         return done + self._item_event("response.output_item.done", item, index)
 
-    def closing(self, completion_tokens: int, reasoning_tokens: int, finish_reason: str, include_usage: bool,
-                terminal: bool = True) -> bytes:
+    def closing(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int, finish_reason: str,
+                include_usage: bool, terminal: bool = True) -> bytes:
         """The last item's done events, then response.completed (unless ``terminal`` is off, a fault) and the end
         of the body; the Responses API always carries its usage, whatever ``include_usage`` says."""
         answer_tokens = completion_tokens - reasoning_tokens
@@ -192,8 +192,8 @@ class ResponsesEncoder:
         p = self.prompt_tokens
         incomplete = finish_reason == "length"
         usage = {"input_tokens": p,
-                 "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0, "input_tokens_per_turn": [p],
-                                          "cached_tokens_per_turn": [0]},
+                 "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0,
+                                          "input_tokens_per_turn": [p], "cached_tokens_per_turn": [cached_tokens]},
                  "output_tokens": completion_tokens,
                  "output_tokens_details": {"reasoning_tokens": reasoning_tokens, "tool_output_tokens": 0,
                                            "output_tokens_per_turn": [completion_tokens],

@@ -23,8 +23,8 @@ class StreamEncoding(Protocol):
 
     def token(self, generated: int, reasoning_tokens: int, finish_reason: str | None) -> bytes: ...
 
-    def closing(self, completion_tokens: int, reasoning_tokens: int, finish_reason: str, include_usage: bool,
-                terminal: bool = True) -> bytes: ...
+    def closing(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int, finish_reason: str,
+                include_usage: bool, terminal: bool = True) -> bytes: ...
 
     def error_event(self, message: str) -> bytes: ...
 
@@ -101,7 +101,7 @@ class StreamResponse(_Response):
         if g == 1:
             chunk = self.enc.role() + chunk  # vLLM sends the role chunk right before token 1
         if last:
-            chunk += self.enc.closing(g, seq.reasoning_tokens, seq.finish_reason, self.include_usage,
+            chunk += self.enc.closing(g, seq.reasoning_tokens, seq.cached_tokens, seq.finish_reason, self.include_usage,
                                       terminal=self.fault != "no-done")
         if self.sent_s is not None:
             self.sent_s.append(time.monotonic())  # taken immediately before the write
@@ -129,9 +129,9 @@ class StreamResponse(_Response):
             self.conn.transport.write(opening)
 
     def _finished(self) -> None:
-        """Record send times once per stream (complete or not)."""
+        """Record send times once per stream (complete or not), with the prompt tokens found cached."""
         if self.send_log is not None and self.sent_s is not None:
-            self.send_log.add(self.request_id, self.sent_s)
+            self.send_log.add(self.request_id, self.sent_s, 0 if self.seq is None else self.seq.cached_tokens)
             self.sent_s = None
 
 
@@ -152,5 +152,5 @@ class FullResponse(_Response):
             return
         if seq.state == DONE:
             self.conn.send(200, completion_body(
-                self.chat_id, self.created, self.model, seq.prompt_tokens,
+                self.chat_id, self.created, self.model, seq.prompt_tokens, seq.cached_tokens,
                 seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason, self.call))

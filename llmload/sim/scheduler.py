@@ -5,7 +5,9 @@ Each step first gives every decoding sequence its next token, then spends what i
 arrival order while fewer than --max-num-seqs run and the KV cache holds their chunk (chunked prefill: a prompt
 longer than the budget is spread over several steps). A prompt's last chunk samples its first token. When the KV
 cache cannot hold one more token per decoding sequence, the newest running request is preempted: it waits at the
-head of the queue and later recomputes its prompt and the tokens it had generated (vLLM's recompute).
+head of the queue and later recomputes its prompt and the tokens it had generated (vLLM's recompute). A request that
+brings its prompt's block hashes finds its leading blocks in the prefix cache (prefix_cache.py) at admission and
+prefills only the rest; its prompt's blocks join the cache as they are computed.
 
 A decoding sequence's counts are implicit (its join step plus the steps since), so a step costs O(1) bookkeeping
 however many sequences decode; ``pure_decode_steps`` and ``skip`` let an offline replay take many such steps at
@@ -20,6 +22,7 @@ import math
 from collections import deque
 from typing import Any
 
+from .prefix_cache import PrefixCache
 from .stepmodel import EngineLimits, StepTimes, experts_read, prefill_pairs, step_time_s
 
 __all__ = ["Work", "StepScheduler", "WAITING", "PREFILL", "DECODE", "HELD", "FINISHED", "GONE"]
@@ -30,13 +33,18 @@ WAITING, PREFILL, DECODE, HELD, FINISHED, GONE = "waiting", "prefill", "decode",
 class Work:
     """One request inside the scheduler; ``owner`` is whatever the caller attached (a Sequence)."""
 
-    __slots__ = ("owner", "prompt_tokens", "total_tokens", "state", "target", "computed", "gen", "gen0", "kv0",
-                 "joined", "finish_step", "held")
+    __slots__ = ("owner", "prompt_tokens", "total_tokens", "blocks", "cached_tokens", "blocks_cached", "state", "target",
+                 "computed", "gen", "gen0", "kv0", "joined", "finish_step", "held")
 
-    def __init__(self, owner: Any, prompt_tokens: int, total_tokens: int) -> None:
+    def __init__(self, owner: Any, prompt_tokens: int, total_tokens: int, blocks: tuple[int, ...] = ()) -> None:
         self.owner = owner
         self.prompt_tokens = prompt_tokens
         self.total_tokens = total_tokens
+        self.blocks = blocks
+        """Hashes of the prompt's full blocks (none: the prefix cache is not asked)."""
+        self.cached_tokens: int | None = None
+        """Prompt tokens found cached at its first admission (None before it)."""
+        self.blocks_cached = 0  # leading blocks of ``blocks`` found or put in the cache since its admission
         self.state = WAITING
         self.target = prompt_tokens  # tokens to prefill: the prompt, or prompt + generated after a preemption
         self.computed = 0  # of target, while waiting or prefilling
@@ -65,6 +73,7 @@ class StepScheduler:
         self.decode_context = 0
         """Sum over decoding sequences of the context the next step attends."""
         self.preemptions = 0
+        self.cache = PrefixCache(limits.block_size)
         self._finishes: list[tuple[int, int, Work]] = []
         self._order = itertools.count()
         self._chunks: list[tuple[Work, int]] = []
@@ -132,26 +141,38 @@ class StepScheduler:
             budget -= chunk
             reserved += chunk
             pairs += prefill_pairs(w.computed, chunk)
+        cache = self.cache
         while self.waiting and budget > 0 and len(self.running) < limits.max_num_seqs and not preempted:
             w = self.waiting[0]
-            chunk = min(w.target, budget)
-            if reserved + chunk > cap and self.running:  # an empty engine takes even an oversize prompt: no deadlock
+            found, revived = cache.match(w.blocks, w.target) if w.blocks else (0, 0)
+            start = found * cache.block_size
+            chunk = min(w.target - start, budget)
+            taken = revived * cache.block_size  # cached blocks nobody holds become used again
+            if reserved + taken + chunk > cap and self.running:  # an empty engine takes even an oversize prompt
                 break
             self.waiting.popleft()
+            if found:
+                cache.hold(w, w.blocks[:found])
+                self.kv_used += taken
+            if w.cached_tokens is None:
+                w.cached_tokens = start
+                cache.count(w.prompt_tokens, start)
             w.state = PREFILL
-            w.computed = 0
+            w.computed = start
+            w.blocks_cached = found
             self.running[w] = None
             self.prefilling.append(w)
             chunks.append((w, chunk))
             budget -= chunk
-            reserved += chunk
-            pairs += prefill_pairs(0, chunk)
+            reserved += taken + chunk
+            pairs += prefill_pairs(start, chunk)
         tokens = limits.max_num_batched_tokens - budget
         if tokens == 0:
             if len(self.running) < 2:
                 return None
             self._preempt(next(reversed(self.running)))  # prompts part-way in, no room left: as vLLM, free the newest
             return self.plan()
+        cache.evict(cap - reserved)  # the step's new tokens take the space of the least recently used free blocks
         return step_time_s(self.times, tokens, self.decode_context, pairs) + self.per_running_s * len(self.running)
 
     def finish(self) -> tuple[list[Work], list[Work]]:
@@ -170,6 +191,8 @@ class StepScheduler:
                 continue
             w.computed += chunk
             self.kv_used += chunk
+            if w.blocks_cached < len(w.blocks):
+                self._cache_blocks(w)
             if w.computed < w.target:
                 continue
             w.gen += 1
@@ -250,8 +273,16 @@ class StepScheduler:
         self.steps_done += steps
         self.kv_used += d * steps
         self.decode_context += d * steps
+        self.cache.evict(self.limits.kv_capacity_tokens - self.kv_used)
 
     # ---- moving between states ---------------------------------------------------------------
+    def _cache_blocks(self, w: Work) -> None:
+        """The prompt's blocks its prefill has now computed in full join the prefix cache."""
+        full = min(len(w.blocks), w.computed // self.cache.block_size)
+        if full > w.blocks_cached:
+            self.cache.add(w, w.blocks[w.blocks_cached:full])
+            w.blocks_cached = full
+
     def _start_decoding(self, w: Work) -> None:
         w.state = DECODE
         w.joined, w.gen0, w.kv0 = self.steps_done, w.gen, w.computed
@@ -271,7 +302,7 @@ class StepScheduler:
             self._stop_decoding(w)
         elif w.state == PREFILL:
             self.prefilling.remove(w)
-        self.kv_used -= w.computed
+        self.kv_used -= w.computed - self.cache.release(w)  # its blocks others hold stay used
         del self.running[w]
 
     def _preempt(self, w: Work) -> None:

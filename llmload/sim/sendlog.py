@@ -1,4 +1,6 @@
-"""Buffered JSON-lines log of per-token send times (ground truth for client timing error)."""
+"""Buffered JSON-lines log of per-token send times (ground truth for client timing error): one line per streamed
+request, ``{"request_id", "sent_s": [monotonic seconds per token chunk], "cached_tokens": prompt tokens its
+admission found in the prefix cache}``."""
 
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ class SendLog:
         """Begin periodic flushing on the running loop."""
         self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL_S, self._tick)
 
-    def add(self, request_id: str, sent_s: list[float]) -> None:
+    def add(self, request_id: str, sent_s: list[float], cached_tokens: int) -> None:
         """Queue the line for one finished (or aborted) stream; never touches the disk."""
-        self._lines.append(orjson.dumps({"request_id": request_id, "sent_s": sent_s}) + b"\n")
+        self._lines.append(orjson.dumps({"request_id": request_id, "sent_s": sent_s, "cached_tokens": cached_tokens})
+                           + b"\n")
 
     def _tick(self) -> None:
         """Periodic flush, then re-arm."""

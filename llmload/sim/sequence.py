@@ -20,15 +20,19 @@ class Sequence:
     """One request's generation state and planned output."""
 
     __slots__ = (
-        "index", "prompt_tokens", "reasoning_tokens", "answer_tokens", "total_tokens",
+        "index", "prompt_tokens", "prompt_blocks", "cached_tokens", "reasoning_tokens", "answer_tokens", "total_tokens",
         "finish_reason", "state", "fail", "disconnect_after", "arrival_s", "admit_s",
         "first_token_s", "last_token_s", "generated", "sink", "paused", "parked_due_s", "work",
     )
 
     def __init__(self, index: int, prompt_tokens: int, reasoning: int, answer: int,
-                 finish_reason: str, sink: TokenSink, arrival_s: float) -> None:
+                 finish_reason: str, sink: TokenSink, arrival_s: float, prompt_blocks: tuple[int, ...] = ()) -> None:
         self.index = index
         self.prompt_tokens = prompt_tokens
+        self.prompt_blocks = prompt_blocks
+        """Hashes of the prompt's full KV blocks, for the prefix cache (tokens.prompt_block_hashes)."""
+        self.cached_tokens = 0
+        """Prompt tokens its admission found in the prefix cache (set by the timing by its first token)."""
         self.reasoning_tokens = reasoning
         self.answer_tokens = answer
         self.total_tokens = reasoning + answer

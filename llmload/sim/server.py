@@ -27,7 +27,7 @@ from .profiles import normalize_effort
 from .response_events import ResponsesEncoder, in_progress_response
 from .responses import FullResponse, StreamResponse
 from .sendlog import SendLog
-from .tokens import prompt_token_count, prompt_token_ids, text_token_ids
+from .tokens import prompt_blocks, prompt_token_ids, text_token_ids
 
 MAX_MODEL_LEN = 131072
 VERSION = "0.32.0-sim"
@@ -54,6 +54,8 @@ class _ChatParams:
     continuous_usage: bool
     tool: tuple[str, str] | None = None
     """The function the answer calls and its first argument's name; None: the answer is text."""
+    blocks: tuple[int, ...] = ()
+    """Hashes of the prompt's full KV blocks (the prefix cache's keys)."""
 
 
 class SimApp:
@@ -212,7 +214,7 @@ class SimApp:
             effort = normalize_effort(effort_value)
         except ValueError as e:
             raise _BadRequest(400, str(e)) from None
-        prompt_tokens = prompt_token_count(messages, effort)
+        prompt_tokens, blocks = prompt_blocks(messages, effort, self.engine.profile.engine.block_size)
         room = MAX_MODEL_LEN - prompt_tokens
         if room < 1 or (max_tokens is not None and max_tokens > room):
             want = max_tokens if max_tokens is not None else 0
@@ -226,7 +228,7 @@ class SimApp:
         return _ChatParams(
             prompt_tokens=prompt_tokens, limit=room if max_tokens is None else max_tokens,
             effort=effort, ignore_eos=ignore_eos, stream=stream, include_usage=include_usage,
-            continuous_usage=continuous_usage, tool=self._tool_to_call(body, tool_results))
+            continuous_usage=continuous_usage, tool=self._tool_to_call(body, tool_results), blocks=blocks)
 
     def _tool_to_call(self, body: dict[str, Any], tool_results: int) -> tuple[str, str] | None:
         """The function the answer calls (its name, its first argument's name), or None for a text answer."""
@@ -297,7 +299,7 @@ class SimApp:
                fault: str | None) -> None:
         """Submit the request to the engine and start the response (the headers wait for token 1 under slow-headers)."""
         seq = self.engine.submit(p.prompt_tokens, effort=p.effort, max_tokens=p.limit,
-                                 ignore_eos=p.ignore_eos, sink=sink)
+                                 ignore_eos=p.ignore_eos, sink=sink, prompt_blocks=p.blocks)
         if seq.fail:
             raise _BadRequest(500, "Simulated internal server error (fault injection).")
         sink.seq = seq

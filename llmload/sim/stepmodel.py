@@ -60,6 +60,8 @@ class EngineLimits:
     max_num_batched_tokens: int
     kv_capacity_tokens: int
     """Tokens of context the KV cache holds across running sequences (vLLM's "GPU KV cache size: N tokens")."""
+    block_size: int = 16
+    """Tokens per KV block (vLLM's --block-size, 16 by default): the prefix cache's unit."""
 
 
 def experts_read(times: StepTimes, tokens: int) -> float:

@@ -12,6 +12,7 @@ import math
 from collections import deque
 from typing import Callable
 
+from .prefix_cache import PrefixCache
 from .profiles import Profile
 from .scheduler import WAITING as WORK_WAITING
 from .scheduler import StepScheduler, Work
@@ -55,6 +56,10 @@ class SteppedTiming:
     def preemptions(self) -> int:
         return self.sched.preemptions
 
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        return self.sched.cache
+
     def next_due_s(self) -> float | None:
         idle = self._step_end_s is None
         due = [t for t in (self._step_end_s, self._deliveries[0][0] if self._deliveries else None,
@@ -66,7 +71,7 @@ class SteppedTiming:
     def add(self, seq: Sequence, now_s: float) -> None:
         arrival = max(now_s + self._latency_s, self._frontend_free_s) + self._request_s
         self._frontend_free_s = arrival
-        seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens)
+        seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens, seq.prompt_blocks)
         seq.admitted(now_s)
         self._arrivals.append((arrival, seq.work))
 
@@ -115,6 +120,9 @@ class SteppedTiming:
         """The step's tokens go to the API server's queue; the next step starts at once."""
         advanced = [w.owner for w in self.sched.decoding]
         sampled, _ = self.sched.finish()
+        for w in sampled:
+            if w.gen == 1:  # its first token: what its first admission found cached is known for good
+                w.owner.cached_tokens = w.cached_tokens
         advanced += [w.owner for w in sampled]
         if advanced:
             due = max(end_s, self._frontend_free_s) + len(advanced) * self._output_token_s

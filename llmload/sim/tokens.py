@@ -1,12 +1,13 @@
-"""Prompt token counting (exact, llmload.promptsets.tokens) and the synthetic output vocabulary."""
+"""Prompts as vLLM tokenizes them (exact, llmload.promptsets.tokens), their KV blocks' hashes for the prefix cache,
+and the synthetic output vocabulary."""
 
 from __future__ import annotations
 
+from array import array
+from functools import lru_cache
 from typing import Any
 
-from functools import lru_cache
-
-from llmload.promptsets.tokens import harmony_encoding, harmony_text, prompt_tokens, text_tokens
+from llmload.promptsets.tokens import harmony_encoding, harmony_text, rendered_message, system_header
 
 
 def _content_text(content: Any) -> str:
@@ -27,9 +28,16 @@ def _content_text(content: Any) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _cached_text_tokens(text: str) -> int:
-    # Prompt sets repeat prompts; tokenizing an 8k prompt costs ~2 ms of the event loop.
-    return text_tokens(text)
+def _text_ids(text: str) -> bytes:
+    """o200k ids of a message's text, 4 bytes each. Prompt sets repeat prompts and a conversation resends its history:
+    tokenizing an 8k prompt costs ~2 ms of the event loop."""
+    return array("I", harmony_encoding().encode_ordinary(text)).tobytes()
+
+
+@lru_cache(maxsize=64)
+def _frame_ids(frame: str) -> bytes:
+    """Ids of a piece of harmony's frame (the system message, a message's header, the end), special tokens included."""
+    return array("I", harmony_encoding().encode(frame, allowed_special="all")).tobytes()
 
 
 def text_token_ids(text: str) -> list[int]:
@@ -46,9 +54,29 @@ def prompt_token_ids(messages: list[dict[str, Any]], effort: str = "medium") -> 
     return harmony_encoding().encode(harmony_text(_flat(messages), effort), allowed_special="all")
 
 
-def prompt_token_count(messages: list[dict[str, Any]], effort: str = "medium") -> int:
-    """Prompt tokens of a chat request as vLLM renders it for gpt-oss (harmony frame included)."""
-    return prompt_tokens(_flat(messages), effort, count=_cached_text_tokens)
+def _prompt_ids(messages: list[dict[str, Any]], effort: str) -> bytes:
+    """``prompt_token_ids``, 4 bytes each, from each message's cached ids: special tokens split harmony's text, so
+    the pieces between them tokenize alone."""
+    parts = [_frame_ids(system_header(effort))]
+    for message in _flat(messages):
+        rendered = rendered_message(message)
+        if rendered is not None:
+            parts += (_frame_ids(f"<|start|>{rendered[0]}<|message|>"), _text_ids(rendered[1]), _frame_ids("<|end|>"))
+    parts.append(_frame_ids("<|start|>assistant"))
+    return b"".join(parts)
+
+
+def prompt_blocks(messages: list[dict[str, Any]], effort: str, block_size: int) -> tuple[int, tuple[int, ...]]:
+    """A chat request's prompt tokens as vLLM renders it for gpt-oss (harmony frame included), and the hashes of its
+    full blocks of ``block_size`` tokens, each chained from the one before (vLLM's prefix-cache keys)."""
+    ids = _prompt_ids(messages, effort)
+    step = 4 * block_size
+    hashes = []
+    chained = 0
+    for start in range(0, len(ids) - step + 1, step):
+        chained = hash((chained, ids[start:start + step]))
+        hashes.append(chained)
+    return len(ids) // 4, tuple(hashes)
 
 
 # Output tokens cycle through short ASCII words so chunk JSON never needs escaping.

@@ -10,12 +10,12 @@ from typing import Any
 import orjson
 
 from llmload.control_http import get_json, request, server_root, split_base_url, tls_context
-from llmload.errors import ConfigError, ControlCallFailed, ServerError
+from llmload.errors import ConfigError, ControlCallFailed, LoadTestError, ServerError
 from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -178,3 +178,17 @@ def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]],
         raise ServerError(f"VERIFY={info.base_url}: /tokenize answered {e.reason}; VERIFY needs a vLLM server") from None
     except (KeyError, TypeError, ValueError) as e:
         raise ServerError(f"VERIFY={info.base_url}: /tokenize answered without a count ({e})") from None
+
+
+def check_target_plays(gpu: str, speedup: float, served_by: dict[str, Any]) -> None:
+    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
+    if not served_by.get("rehearsal"):
+        return
+    playing = served_by.get("gpu_profile")
+    if playing and gpu.strip().lower() != playing:
+        raise LoadTestError(f"GPU={gpu}: the built-in target plays {playing} and cannot change while it runs; "
+                            f"set GPU={playing}, or stop and start again with GPU={gpu}")
+    running = served_by.get("speedup") or 1.0
+    if speedup != 1.0 and speedup != running:
+        raise LoadTestError(f"SPEEDUP={speedup:g}: the built-in target runs at SPEEDUP {running:g} and cannot change "
+                            f"while it runs; set SPEEDUP={running:g}, or stop and start again with SPEEDUP={speedup:g}")

@@ -40,7 +40,8 @@ from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
-from llmload.loadtest.preflight import ServerInfo, check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
+from llmload.loadtest.preflight import (ServerInfo, check_api, check_prefix_fits, check_target_plays, continuous_usage,
+                                        probe_server, resolve_model, served_by)
 from llmload.loadtest.runconfig import RunConfig, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.toolrounds import ToolRounds
@@ -306,7 +307,7 @@ class RunOwner(RunSession):
         self.config = {**config.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
                        "served_by": served_by(self.server, chat.model), "users": users,
                        "prompt_overrides": prompt_overrides(self.prompts)}
-        _check_target_plays(config, self.config["served_by"])
+        check_target_plays(config.gpu, config.speedup, self.config["served_by"])
         self.slos: tuple[Slo, ...] = slos_of(self.config)  # limits divided by the SPEEDUP of the target it found
         self.mix_efforts = mixed_efforts(config.effort)
         # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
@@ -382,20 +383,6 @@ class RunWorker(RunSession):
     def _close(self, environment: Environment) -> None:
         """Send the last records, with this process's load figures, to the master."""
         self.forwarder.close(self.monitor.stop())
-
-
-def _check_target_plays(config: RunConfig, served_by: dict[str, Any]) -> None:
-    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
-    if not served_by.get("rehearsal"):
-        return
-    playing = served_by.get("gpu_profile")
-    if playing and config.gpu.strip().lower() != playing:
-        raise LoadTestError(f"GPU={config.gpu}: the built-in target plays {playing} and cannot change while it runs; "
-                            f"set GPU={playing}, or stop and start again with GPU={config.gpu}")
-    speedup = served_by.get("speedup") or 1.0
-    if config.speedup != 1.0 and config.speedup != speedup:
-        raise LoadTestError(f"SPEEDUP={config.speedup:g}: the built-in target runs at SPEEDUP {speedup:g} and cannot change "
-                            f"while it runs; set SPEEDUP={speedup:g}, or stop and start again with SPEEDUP={config.speedup:g}")
 
 
 def _write_locust_csv(environment: Environment, run_dir: Path) -> None:

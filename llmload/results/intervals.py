@@ -117,4 +117,5 @@ def proportion_ci(successes: int, n: int) -> list[float] | None:
     share, z2 = successes / n, _Z_975 * _Z_975
     centre = (share + z2 / (2 * n)) / (1 + z2 / n)
     half = _Z_975 * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    # at a share of 0 or 1 the bound on that side is exactly it (the sum above rounds to 1 - 1e-16)
+    return [0.0 if successes == 0 else max(0.0, centre - half), 1.0 if successes == n else min(1.0, centre + half)]

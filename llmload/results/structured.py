@@ -24,6 +24,8 @@ __all__ = ["ResponseFormat", "parse_response_format", "judge_answer"]
 
 _FORMS = "json_object or json_schema:PATH (a JSON Schema file)"
 _REASON_CHARS = 200
+_INSTANCE_CHARS = 40
+"""How much of the offending value a reason quotes."""
 
 
 @dataclass(frozen=True)
@@ -111,4 +113,7 @@ def judge_answer(response_format: ResponseFormat, text: str) -> dict[str, Any]:
     if error is None:
         return {"answer_json": True, "answer_valid": True, "answer_invalid": None}
     where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-    return {"answer_json": True, "answer_valid": False, "answer_invalid": _first_line(f"at {where}: {error.message}")}
+    message, shown = error.message, repr(error.instance)
+    if len(shown) > _INSTANCE_CHARS and message.startswith(shown):  # "<the value> is not of type 'number'"
+        message = shown[: _INSTANCE_CHARS - 4] + "...'" + message[len(shown):]
+    return {"answer_json": True, "answer_valid": False, "answer_invalid": _first_line(f"at {where}: {message}")}

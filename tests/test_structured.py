@@ -186,3 +186,45 @@ def test_without_response_format_nothing_is_judged(sim, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["answer_valid_ratio"] is None and "Answers valid" not in done.stdout
     assert orjson.loads((out / "config.json").read_bytes())["response_format"] == ""
+
+
+SWEEP = """
+name: apis
+server: {engine: llmload-sim, gpu: h100}
+defaults: {REQUESTS: 6, USERS: 2, MODEL: gpt-oss-20b, RESPONSE_FORMAT: json_object}
+grid:
+  API: [chat, responses]
+"""
+
+
+@pytest.mark.integration
+def test_a_sweep_varying_api_carries_it_to_cells_csv_the_figures_and_the_report(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from plots.points import fmt, x_axis
+    from plots.results import load_results
+    from plots.tables import cells_table
+
+    scenario, out = tmp_path / "apis.yaml", tmp_path / "sweep"
+    scenario.write_text(SWEEP)
+    done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=100", timeout_s=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open(out / "cells.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["API"], r["RESPONSE_FORMAT"], r["answer_valid_ratio"]) for r in rows] == [
+        ("chat", "json_object", "1.0"), ("responses", "json_object", "1.0")]
+    assert all(float(r["answer_valid_ratio_ci95_lo"]) > 0.5 for r in rows)
+    cells = load_results(out).cells
+    assert x_axis(cells) == "api" and [fmt("api", c.api) for c in cells] == ["API=chat", "API=responses"]
+    table = cells_table(cells)
+    api, valid = table.headers.index("API"), table.headers.index("valid answers (RESPONSE_FORMAT)")
+    assert [(row[api], row[valid]) for row in table.rows] == [("chat", "100%"), ("responses", "100%")]
+    plotted = subprocess.run([sys.executable, "-m", "plots", "figures", str(out)], cwd=REPO, capture_output=True,
+                             text=True, timeout=300)
+    assert plotted.returncode == 0, plotted.stderr[-2000:]
+    report = (out / "report.html").read_text()
+    assert "API (chat or responses)" in (out / "figures" / "ttft_vs_users.svg").read_text()  # the x axis
+    assert "<th>API</th>" in report and "valid answers (RESPONSE_FORMAT)" in report

@@ -198,10 +198,12 @@ def api_ratio_lines(rows: list[Row]) -> list[str]:
             if r.token_err_ms.size == 0 or chat.token_err_ms.size == 0:
                 continue
             ratios = []
-            for name, ours, theirs in (("per-token", r.token_err_ms, chat.token_err_ms), ("TTFT", r.ttft_err_ms, chat.ttft_err_ms)):
+            pairs = (("per-token", r.token_err_ms, chat.token_err_ms), ("TTFT", r.ttft_err_ms, chat.ttft_err_ms))
+            for name, ours, theirs in pairs:
                 for q in (50, 99):
                     a, b = float(np.percentile(ours, q)), float(np.percentile(theirs, q))
-                    ratios.append(f"{name} p{q} {a:.3f} / {b:.3f} ms = {a / b:.2f}x" if b > 0 else f"{name} p{q} {a:.3f} / 0 ms")
+                    shown = f"{name} p{q} {a:.3f} / {b:.3f} ms"
+                    ratios.append(f"{shown} = {a / b:.2f}x" if b > 0 else shown)
             if r.cpu_per_event_us and chat.cpu_per_event_us:
                 ratios.append(f"CPU per token event {r.cpu_per_event_us:.1f} / {chat.cpu_per_event_us:.1f} us = "
                               f"{r.cpu_per_event_us / chat.cpu_per_event_us:.2f}x")
@@ -239,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 for workers in args.workers:
                     for api in args.apis:
                         settings = () if api == "chat" else (f"API={api}",)
-                        rows.append(_product_run(streams, workers, args, Path(tmp), settings, " ".join(("make load", *settings))))
+                        path = " ".join(("make load", *settings))
+                        rows.append(_product_run(streams, workers, args, Path(tmp), settings, path))
                         print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(format_table(rows))
     print()

@@ -150,10 +150,11 @@ CASES = {
     "EXTRA_BODY sets tools": (lambda t, out: ["load", 'EXTRA_BODY={"tools": []}', f"OUT={out}"], "TOOLS="),
     "RESPONSE_FORMAT unknown": (lambda t, out: ["load", "RESPONSE_FORMAT=json", UNUSED_HOST, f"OUT={out}"],
                                 "RESPONSE_FORMAT='json' is not json_object or json_schema:PATH"),
-    "RESPONSE_FORMAT schema not a JSON Schema": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{_file(t, 's.json', SCHEMA_TYPO)}",
-                                                                 UNUSED_HOST, f"OUT={out}"], "is not a JSON Schema: at type"),
-    "RESPONSE_FORMAT schema missing": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{t / 'none.json'}", f"OUT={out}"],
-                                       "none.json: no such file"),
+    "RESPONSE_FORMAT schema not a JSON Schema": (
+        lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{_file(t, 's.json', SCHEMA_TYPO)}", UNUSED_HOST, f"OUT={out}"],
+        "is not a JSON Schema: at type"),
+    "RESPONSE_FORMAT schema missing": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{t / 'none.json'}",
+                                                       f"OUT={out}"], "none.json: no such file"),
     "RESPONSE_FORMAT schema not JSON": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{_file(t, 's.json', '{oops')}",
                                                         f"OUT={out}"], "not JSON"),
 }

@@ -130,11 +130,12 @@ def sim():
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("client", ["raw", "openai"])
 @pytest.mark.parametrize("api", ["chat", "responses"])
-def test_the_built_in_target_answers_json_and_the_run_judges_every_answer(sim, tmp_path, api):
+def test_the_built_in_target_answers_json_and_the_run_judges_every_answer(sim, tmp_path, api, client):
     out = tmp_path / "run"
-    done = run_cli("load", f"HOST={sim}", f"OUT={out}", f"API={api}", "USERS=3", "REQUESTS=12", "SPEEDUP=1000",
-                   f"RESPONSE_FORMAT=json_schema:{_schema_file(tmp_path)}")
+    done = run_cli("load", f"HOST={sim}", f"OUT={out}", f"API={api}", f"CLIENT={client}", "USERS=3", "REQUESTS=12",
+                   "SPEEDUP=1000", f"RESPONSE_FORMAT=json_schema:{_schema_file(tmp_path)}")
     assert done.returncode == 0, done.stderr[-3000:]
     records = list(read_records(out / "samples.jsonl"))
     assert len(records) == 12

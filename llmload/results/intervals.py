@@ -3,8 +3,9 @@
 A percentile's interval is distribution-free: the number of samples below the true q-quantile is
 Binomial(n, q), so two order statistics whose ranks hold it with probability >= 95% bracket the
 quantile (exact binomial, no resampling). A rate's interval comes from the rates of equal time
-windows (batch means, Student's t). A share's (k of n requests) is Wilson's score interval, which stays inside
-[0, 1] and keeps its coverage near 0 and 1, where the normal approximation's does not. Too few samples give None, never an invented interval.
+windows (batch means, Student's t). A share's (k of n requests) is Wilson's score interval, which stays
+inside [0, 1] and keeps its coverage near 0 and 1, where the normal approximation's does not. Too few samples
+give None, never an invented interval.
 Samples are taken as independent: for pooled ITL gaps (many per stream) the interval is too narrow.
 """
 

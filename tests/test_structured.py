@@ -228,4 +228,5 @@ def test_a_sweep_varying_api_carries_it_to_cells_csv_the_figures_and_the_report(
     assert plotted.returncode == 0, plotted.stderr[-2000:]
     report = (out / "report.html").read_text()
     assert "API (chat or responses)" in (out / "figures" / "ttft_vs_users.svg").read_text()  # the x axis
+    assert "Answers valid for RESPONSE_FORMAT" in report and (out / "figures" / "valid_answer_share.svg").exists()
     assert "<th>API</th>" in report and "valid answers (RESPONSE_FORMAT)" in report

@@ -230,3 +230,29 @@ def test_a_sweep_varying_api_carries_it_to_cells_csv_the_figures_and_the_report(
     assert "API (chat or responses)" in (out / "figures" / "ttft_vs_users.svg").read_text()  # the x axis
     assert "Answers valid for RESPONSE_FORMAT" in report and (out / "figures" / "valid_answer_share.svg").exists()
     assert "<th>API</th>" in report and "valid answers (RESPONSE_FORMAT)" in report
+
+
+@pytest.mark.integration
+def test_the_built_in_targets_json_is_the_same_streamed_whole_and_in_the_done_events(sim):
+    """Non-streamed chat, and the Responses API's output_text.done and completed response, hold the same object the
+    deltas built, keyed by the schema's first property."""
+    import urllib.request
+
+    def post(path, body):
+        request = urllib.request.Request(sim + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode()
+
+    schema = {"type": "object", "properties": {"summary": {"type": "string"}}}
+    whole = json.loads(post("/v1/chat/completions", {"messages": USER, "max_tokens": 4000, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}))
+    assert list(json.loads(whole["choices"][0]["message"]["content"])) == ["summary"]
+    events = [json.loads(line[6:]) for line in post("/v1/responses", {
+        "input": USER, "stream": True, "max_output_tokens": 4000, "text": {"format": {"type": "json_object"}}}).splitlines()
+        if line.startswith("data: ")]
+    streamed = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    (done,) = [e["text"] for e in events if e["type"] == "response.output_text.done"]
+    assert done == streamed and list(json.loads(streamed)) == ["answer"]
+    message = [item for item in events[-1]["response"]["output"] if item["type"] == "message"]
+    assert message[0]["content"][0]["text"] == streamed

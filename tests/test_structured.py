@@ -256,3 +256,20 @@ def test_the_built_in_targets_json_is_the_same_streamed_whole_and_in_the_done_ev
     assert done == streamed and list(json.loads(streamed)) == ["answer"]
     message = [item for item in events[-1]["response"]["output"] if item["type"] == "message"]
     assert message[0]["content"][0]["text"] == streamed
+
+
+@pytest.mark.integration
+def test_with_tool_rounds_only_the_final_answer_is_judged(sim, tmp_path):
+    """A round that ends in a function call has no answer yet: it is not judged; the round that answers is."""
+    from conftest import REPO
+
+    out = tmp_path / "run"
+    done = run_cli("load", f"HOST={sim}", f"OUT={out}", f"TOOLS={REPO / 'tools' / 'example.json'}", "TOOL_ROUNDS=2",
+                   "REQUESTS=4", "SPEEDUP=1000", "RESPONSE_FORMAT=json_object", "API=responses")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = list(read_records(out / "samples.jsonl"))
+    calls = [r for r in records if r.finish_reason == "tool_calls"]
+    answers = [r for r in records if r.finish_reason == "stop"]
+    assert calls and answers and len(calls) + len(answers) == len(records)
+    assert all(r.answer_valid is None for r in calls) and all(r.answer_valid is True for r in answers)
+    assert json.loads((out / "summary.json").read_text())["answer_valid_ratio"] == 1.0

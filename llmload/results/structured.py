@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,6 @@ def parse_response_format(text: str) -> ResponseFormat | None:
     return _schema_format(path)
 
 
-@lru_cache(maxsize=8)
 def _schema_format(path: str) -> ResponseFormat:
     setting = f"RESPONSE_FORMAT=json_schema:{path}"
     try:

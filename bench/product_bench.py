@@ -16,12 +16,16 @@ TTFT error        the same for the first token
 loop lag          the run's own self-check (summary.json's generator block): the event loop's oversleep
 CPU per event     the generator processes' CPU seconds over the token events they read (µs)
 
+With --apis chat,responses each (N, W) runs once per API, one after the other in the same round (API=responses:
+POST /v1/responses, the same target, timing and send log), and the Responses API's figures are also given as ratios
+to chat's (issue 23's goal: per-token timing as exact over the Responses API as over chat).
+
 With --bare the same N streams also run through the bare client (bench/client_bench.py's worker: greenlets
 looping measure_request, no Locust), started together like the product path, against a fresh target of the
 same timing, so both rows come from the same run of this script.
 
     python bench/product_bench.py [--streams 16,256,1000] [--workers 0,1,2] [--requests-per-stream 4]
-                                  [--ttft-ms 250] [--itl-ms 20] [--tokens 50] [--bare] [--repeats 1]
+                                  [--ttft-ms 250] [--itl-ms 20] [--tokens 50] [--bare] [--repeats 1] [--apis chat]
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import client_bench  # noqa: E402  the bare client's worker and the send-log joi
 GOAL_P99_MS = 1.0
 GOAL_LOOP_LAG_P99_MS = 5.0
 GOAL_CPU_RATIO = 1.25
+RESPONSES = "API=responses"
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,7 @@ def goal_lines(rows: list[Row]) -> list[str]:
     lines = []
     bare = {r.streams: r for r in rows if r.path == "bare client"}
     for r in rows:
-        if r.path != "make load" or r.token_err_ms.size == 0:
+        if not r.path.startswith("make load") or r.token_err_ms.size == 0:
             continue
         p99 = float(np.percentile(r.token_err_ms, 99))
         parts = [f"per-token p99 {p99:.3f} ms ({'met' if p99 <= GOAL_P99_MS else 'MISSED'} <= {GOAL_P99_MS:g})"]
@@ -177,7 +182,32 @@ def goal_lines(rows: list[Row]) -> list[str]:
             ratio = r.cpu_per_event_us / b.cpu_per_event_us
             parts.append(f"CPU per event {ratio:.2f}x the bare client's ({'met' if ratio <= GOAL_CPU_RATIO else 'MISSED'} "
                          f"<= {GOAL_CPU_RATIO:g}x)")
-        lines.append(f"{r.streams} streams, WORKERS={r.workers}: " + "; ".join(parts))
+        lines.append(f"{r.path}, {r.streams} streams, WORKERS={r.workers}: " + "; ".join(parts))
+    return lines
+
+
+def api_ratio_lines(rows: list[Row]) -> list[str]:
+    """Per (streams, WORKERS): the Responses API's timing errors and CPU per event over chat's, from runs of one round
+    (each Responses run against the chat run just before it)."""
+    lines = []
+    chat: Row | None = None
+    for r in rows:
+        if r.path == "make load":
+            chat = r
+        elif r.path == f"make load {RESPONSES}" and chat is not None and (chat.streams, chat.workers) == (r.streams, r.workers):
+            if r.token_err_ms.size == 0 or chat.token_err_ms.size == 0:
+                continue
+            ratios = []
+            pairs = (("per-token", r.token_err_ms, chat.token_err_ms), ("TTFT", r.ttft_err_ms, chat.ttft_err_ms))
+            for name, ours, theirs in pairs:
+                for q in (50, 99):
+                    a, b = float(np.percentile(ours, q)), float(np.percentile(theirs, q))
+                    shown = f"{name} p{q} {a:.3f} / {b:.3f} ms"
+                    ratios.append(f"{shown} = {a / b:.2f}x" if b > 0 else shown)
+            if r.cpu_per_event_us and chat.cpu_per_event_us:
+                ratios.append(f"CPU per token event {r.cpu_per_event_us:.1f} / {chat.cpu_per_event_us:.1f} us = "
+                              f"{r.cpu_per_event_us / chat.cpu_per_event_us:.2f}x")
+            lines.append(f"Responses / chat, {r.streams} streams, WORKERS={r.workers}: " + "; ".join(ratios))
     return lines
 
 
@@ -197,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bare-window-s", type=float, default=6.0)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--timeout-s", type=float, default=900.0)
+    p.add_argument("--apis", type=lambda t: [a for a in t.split(",") if a], default=["chat"],
+                   help="chat, responses or both (run one after the other at each streams and WORKERS)")
     args = p.parse_args(argv)
     started = datetime.datetime.now().astimezone()
     load_start = os.getloadavg()
@@ -207,11 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                 if args.bare:
                     rows.append(_bare_run(streams, args))
                 for workers in args.workers:
-                    rows.append(_product_run(streams, workers, args, Path(tmp)))
-                    print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                    for api in args.apis:
+                        settings = () if api == "chat" else (f"API={api}",)
+                        path = " ".join(("make load", *settings))
+                        rows.append(_product_run(streams, workers, args, Path(tmp), settings, path))
+                        print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(format_table(rows))
     print()
-    for line in goal_lines(rows):
+    for line in goal_lines(rows) + api_ratio_lines(rows):
         print(line)
     load_end = os.getloadavg()
     print(f"\n`{shlex.join(['python', *sys.argv])}` — {started:%Y-%m-%d %H:%M %Z}, {client_bench._machine()}; "

@@ -114,6 +114,9 @@ TABLE: tuple[Option, ...] = (
     Option("CLIENT", "--client", "client", "raw", "streaming client", choices=("raw", "openai")),
     Option("API", "--api", "api", "chat", "the API each request uses: chat (POST /v1/chat/completions) or responses "
            "(POST /v1/responses, the Responses API: reasoning.effort, max_output_tokens)", choices=("chat", "responses")),
+    Option("RESPONSE_FORMAT", "--response-format", "response_format", "", "structured output asked of every answer: "
+           "json_object (a JSON object) or json_schema:PATH (valid against the JSON Schema in PATH); each record says "
+           "whether its answer parsed and was valid, the summary gives the valid share (empty: off)"),
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
            "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts); "
            "crosscheck: its folder (default results/crosscheck-<model>); calibrate: the profile file written (default "

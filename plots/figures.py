@@ -54,6 +54,9 @@ reasoning_share = _vs_setting("reasoning_share", "Reasoning share of output toke
                               Plotted("reasoning_ratio", "reasoning_tokens.count", scale=100.0))
 answered_share = _vs_setting("answered_share", "Requests with a visible answer", "answered requests (%)",
                              Plotted("answered_ratio", "requests_ok", scale=100.0))
+valid_answer_share = _vs_setting("valid_answer_share", "Answers valid for RESPONSE_FORMAT", "valid answers (%)",
+                                 Plotted("answer_valid_ratio", "requests_ok", scale=100.0))
+"""Structured output's valid share with its interval (Wilson's); no cell without RESPONSE_FORMAT holds a point."""
 
 
 def _by_turn(name: str, title: str, ylabel: str, field: str, slo: str):
@@ -267,7 +270,7 @@ def throughput_vs_latency(cells: Sequence[MeasuredCell], out: Path) -> FigureDat
 STUDY_FIGURES = (fig1_response_time, fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens,
                  fig5_gpu_response_time, fig6_gpu_requests_per_s, fig7_gpu_tpot, fig8_gpu_output_throughput)
 BEYOND_FIGURES = (*METRIC_FIGURES.values(), throughput_vs_latency, server_timeline, kv_cache_timeline, reasoning_share,
-                  answered_share, cost_vs_users, ttft_by_turn, ttfvt_by_turn)
+                  answered_share, valid_answer_share, cost_vs_users, ttft_by_turn, ttfvt_by_turn)
 
 
 _work: tuple[Sequence[Callable], Sequence[MeasuredCell], Path] | None = None

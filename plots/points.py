@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from llmload.results.metrics import Metric
@@ -21,11 +22,13 @@ __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE",
            "fmt", "x_axis", "grouped", "slo_value", "effort_parts", "by_turn"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
-AXES = ("users", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "prompts", "model", "effort", "gpu")
+AXES = ("users", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "api", "response_format", "prompts", "model",
+        "effort", "gpu")
 """The settings a scenario varies, in the order a figure prefers them as its x axis."""
 AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "turns": "turns per conversation (TURNS)",
                "think_time": "think time (THINK_TIME)", "prefix_tokens": "shared prefix tokens (PREFIX_TOKENS)",
-               "trace_speed": "trace speed (TRACE_SPEED)", "prompts": "prompt set", "model": "model",
+               "trace_speed": "trace speed (TRACE_SPEED)", "api": "API (chat or responses)",
+               "response_format": "structured output (RESPONSE_FORMAT)", "prompts": "prompt set", "model": "model",
                "effort": "reasoning effort", "gpu": "GPU"}
 NUMERIC_AXES = ("users", "max_tokens")
 THIN_SAMPLE = 20
@@ -128,6 +131,11 @@ def fmt(attr: str, value: Any) -> str:
         return f"{attr}={value}"
     if attr == "trace_speed":
         return f"{value:g}x"
+    if attr == "api":
+        return f"API={value}"
+    if attr == "response_format":
+        kind, _, path = str(value).partition(":")
+        return f"{kind}:{Path(path).stem}" if path else kind or "text"
     return str(value)
 
 

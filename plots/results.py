@@ -28,7 +28,7 @@ __all__ = ["ResultsError", "MeasuredCell", "effort_part", "MissingCell", "Result
 
 WORKLOAD_KEYS = ("MODEL", "PROMPTS", "EFFORT", "USERS", "MAX_TOKENS", "REQUESTS", "WARMUP_REQUESTS",
                  "ORDER", "NONCE", "TEMPERATURE", "SEED", "EXTRA_BODY", "CLIENT", "TURNS", "THINK_TIME", "PREFIX_TOKENS",
-                 "PREFIX_GROUPS", "TRACE", "TRACE_SPEED", "TRACE_LIMIT")
+                 "PREFIX_GROUPS", "TRACE", "TRACE_SPEED", "TRACE_LIMIT", "API", "RESPONSE_FORMAT")
 """The settings that define a workload; a cell's GPU and server are not among them."""
 
 
@@ -111,6 +111,15 @@ class MeasuredCell:
     @property
     def trace_speed(self) -> float:
         return float(self.value("TRACE_SPEED") or 1.0)
+
+    @property
+    def api(self) -> str:
+        return str(self.value("API") or "chat")
+
+    @property
+    def response_format(self) -> str:
+        """RESPONSE_FORMAT as the run recorded it; empty when off."""
+        return str(self.value("RESPONSE_FORMAT") or "")
 
     def workload(self) -> tuple[tuple[str, str], ...]:
         """What the cell measured, without where it ran: equal for the same cell on two servers. A setting the run did

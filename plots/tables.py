@@ -171,13 +171,15 @@ def cells_table(results: Results | Sequence[MeasuredCell]) -> Table:
     cells = results.cells if isinstance(results, Results) else results
     body = []
     for c in cells:
-        ratio = c.metric("answered_ratio")
+        ratio, valid = c.metric("answered_ratio"), c.metric("answer_valid_ratio")
         body.append((str(c.index if c.index is not None else "-"), c.label, c.gpu, "complete" if c.complete else "partial", served_by_short(c),
-                     str(int(c.metric("requests_ok") or 0)), _num(c.metric("rps"), 2),
+                     c.api, str(int(c.metric("requests_ok") or 0)), _num(c.metric("rps"), 2),
                      _num(c.metric("response_time_ms.median"), 0), _num(c.metric("response_time_ms.p99"), 0),
                      _num(c.metric("ttft_ms.median"), 0), _num(c.metric("tpot_ms.mean"), 2),
                      _num(c.metric("output_throughput_tok_s"), 0), _num(c.metric("total_throughput_tok_s"), 0),
-                     _num(c.metric("output_tokens.mean"), 0), "-" if ratio is None else f"{ratio:.0%}"))
-    return Table(("cell", "label", "GPU", "status", "served by", "ok", "req/s", "median RT (ms)", "p99 RT (ms)", "median TTFT (ms)",
-                  "mean TPOT (ms)", "output tok/s", "total tok/s", "mean output tokens", "answered"),
-                 tuple(body), ("r", "l", "l", "l", "l") + ("r",) * 10)
+                     _num(c.metric("output_tokens.mean"), 0), "-" if ratio is None else f"{ratio:.0%}",
+                     "-" if valid is None else f"{valid:.0%}"))
+    return Table(("cell", "label", "GPU", "status", "served by", "API", "ok", "req/s", "median RT (ms)", "p99 RT (ms)",
+                  "median TTFT (ms)", "mean TPOT (ms)", "output tok/s", "total tok/s", "mean output tokens", "answered",
+                  "valid answers (RESPONSE_FORMAT)"),
+                 tuple(body), ("r", "l", "l", "l", "l", "l") + ("r",) * 11)

@@ -52,6 +52,7 @@ def _summary_with(**changed) -> str:
 SCENARIO = f"SCENARIO={REPO / 'scenarios' / 'h100-grid.yaml'}"
 TRACE_LINE = '{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
 EXAMPLE_TOOLS = REPO / "tools" / "example.json"
+SCHEMA_TYPO = '{"type": "objekt", "properties": {"answer": {"type": "string"}}}'
 UNUSED_HOST = "HOST=http://127.0.0.1:9"  # never reached: the settings are refused before any request
 
 # name: (argv from tmp_path and OUT, a word the one line must hold); OUT is tmp_path/"run" unless the case says
@@ -147,6 +148,15 @@ CASES = {
     "TOOL_ROUNDS with TRACE": (lambda t, out: ["load", f"TRACE={_file(t, 't.jsonl', TRACE_LINE)}", f"TOOLS={EXAMPLE_TOOLS}",
                                                "TOOL_ROUNDS=2", f"OUT={out}"], "TOOL_ROUNDS with TRACE"),
     "EXTRA_BODY sets tools": (lambda t, out: ["load", 'EXTRA_BODY={"tools": []}', f"OUT={out}"], "TOOLS="),
+    "RESPONSE_FORMAT unknown": (lambda t, out: ["load", "RESPONSE_FORMAT=json", UNUSED_HOST, f"OUT={out}"],
+                                "RESPONSE_FORMAT='json' is not json_object or json_schema:PATH"),
+    "RESPONSE_FORMAT schema not a JSON Schema": (
+        lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{_file(t, 's.json', SCHEMA_TYPO)}", UNUSED_HOST, f"OUT={out}"],
+        "is not a JSON Schema: at type"),
+    "RESPONSE_FORMAT schema missing": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{t / 'none.json'}",
+                                                       f"OUT={out}"], "none.json: no such file"),
+    "RESPONSE_FORMAT schema not JSON": (lambda t, out: ["load", f"RESPONSE_FORMAT=json_schema:{_file(t, 's.json', '{oops')}",
+                                                        f"OUT={out}"], "not JSON"),
 }
 # Ports the suite would listen on, found taken: the check binds a socket.
 PORT_CASES = {

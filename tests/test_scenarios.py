@@ -15,7 +15,7 @@ pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SHIPPED = {"h100-grid": 90, "a100-l4": 30, "output-tokens": 6, "max-tokens": 4, "a100-tuning": 6, "conversations": 10,
-           "trace-speeds": 4}
+           "trace-speeds": 4, "api-structured": 12}
 MODELS = ["gpt-oss-20b", "gpt-oss-120b"]
 EFFORTS = ["low", "medium", "high"]
 USERS = ["1", "2", "4", "8", "16"]

@@ -31,6 +31,7 @@ RECORD_FIELDS = {  # each samples.jsonl version's fields
        "error_detail warmup effort conversation_id turn scheduled_monotonic_s slot_wait_s arrival_stamps schema_version",
 }
 RECORD_FIELDS[4] = RECORD_FIELDS[3].replace("conversation_id turn", "conversation_id turn task_id round")
+RECORD_FIELDS[5] = RECORD_FIELDS[4].replace("answered error", "answered answer_json answer_valid answer_invalid error")
 SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (a subclass: those it adds)
     1: {  # the last version-1 files (earlier ones lack some: see summary.py's history)
         "Summary": "interrupted_by partial missing by_effort slo_met arrivals stopped_early config generator "
@@ -80,6 +81,8 @@ SUMMARY_FIELDS[5] = {**SUMMARY_FIELDS[4], "Summary": SUMMARY_FIELDS[4]["Summary"
 SUMMARY_FIELDS[6] = {**SUMMARY_FIELDS[5], "Summary": SUMMARY_FIELDS[5]["Summary"] + " tasks",
                       "TaskStats": "tasks outcomes rounds rounds_by_count time_to_answer_ms prompt_tokens output_tokens "
                                    "reasoning_tokens"}
+SUMMARY_FIELDS[7] = {**SUMMARY_FIELDS[6], "Measures": SUMMARY_FIELDS[6]["Measures"] + " answer_json_ratio "
+                                                                                      "answer_valid_ratio answer_valid_ratio_ci95"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

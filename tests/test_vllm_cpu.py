@@ -532,3 +532,62 @@ def test_load_with_tool_rounds_completes_round_trips(wire_gptoss, tmp_path, api)
     tasks = summary["tasks"]
     assert tasks["tasks"] == 2 and tasks["outcomes"]["answered"] == 2 and tasks["rounds_by_count"] == {"2": 2}
     assert tasks["reasoning_tokens"]["total"] == sum(r.reasoning_tokens for r in records)
+# ---- the Responses API and structured output through the suite (issue 23) ----------------------------------------
+
+def _completed_responses(recorder) -> list[dict]:
+    """The response each POST /v1/responses streamed in its terminal event, its usage the server's own count."""
+    return [e.chunks[-1]["response"] for e in recorder.exchanges("/v1/responses")
+            if e.chunks and e.chunks[-1].get("type") in ("response.completed", "response.incomplete")]
+
+
+@pytest.mark.parametrize("client", ["raw", "openai"])
+def test_a_run_over_the_responses_api_counts_reasoning_as_the_server_did(wire_gptoss, tmp_path, client):
+    """`load API=responses`: every record's reasoning and output tokens are the usage vLLM's response.completed
+    carried on the wire, its TTFT and TTFVT set, one token per event."""
+    records, summary = _load(wire_gptoss.url, tmp_path / "run", "API=responses", f"CLIENT={client}", "USERS=2",
+                             "REQUESTS=6", "EFFORT=low", "TEMPERATURE=0")
+    records = list(records)
+    completed = _completed_responses(wire_gptoss)
+    assert len(records) == len(completed) == 6 and summary["requests_ok"] == 6 and summary["config"]["api"] == "responses"
+    usages = sorted((c["usage"]["output_tokens_details"]["reasoning_tokens"], c["usage"]["output_tokens"],
+                     c["usage"]["input_tokens"]) for c in completed)
+    assert sorted((r.reasoning_tokens, r.completion_tokens, r.prompt_tokens) for r in records) == usages
+    for r in records:
+        assert r.ok and r.finish_reason == "stop" and r.answered and r.reasoning_source == r.token_source == "server"
+        assert r.reasoning_tokens > 0 and 0 < r.ttft_s <= r.ttfvt_s <= r.e2e_s  # <=: see the chat test above
+        assert len(r.itl_s) >= r.reasoning_tokens  # a gap for every reasoning token, then the answer's
+
+
+VERDICT = {"type": "object", "properties": {"verdict": {"enum": ["yes", "no"]}}, "required": ["verdict"],
+           "additionalProperties": False}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_vllm_decodes_to_the_schema_and_every_answer_is_judged_valid(wire_gptoss, tmp_path, api):
+    """vLLM's CPU build guides decoding (xgrammar) to RESPONSE_FORMAT's schema: at temperature 0 tiny-gptoss, whose
+    own answers are prose, answers {"verdict": ...} and stops; the suite judges every answer valid."""
+    schema = tmp_path / "verdict.json"
+    schema.write_text(json.dumps(VERDICT))
+    records, summary = _load(wire_gptoss.url, tmp_path / "run", f"API={api}", f"RESPONSE_FORMAT=json_schema:{schema}",
+                             "USERS=2", "REQUESTS=6", "EFFORT=low", "TEMPERATURE=0", "MAX_TOKENS=80")
+    for r in records:
+        assert r.ok and r.finish_reason == "stop" and (r.answer_json, r.answer_valid, r.answer_invalid) == (True, True, None)
+    assert summary["answer_valid_ratio"] == 1.0 and summary["answer_valid_ratio_ci95"][1] == 1.0
+    if api == "chat":  # what was sent, and what came back, on the wire
+        for e in wire_gptoss.exchanges():
+            assert e.body["response_format"]["json_schema"]["schema"] == VERDICT
+            assert json.loads(e.answer)["verdict"] in ("yes", "no")
+    else:
+        for response in _completed_responses(wire_gptoss):  # vLLM 0.32 echoes no text.format: its answer says it
+            (text,) = [part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"]]
+            assert json.loads(text)["verdict"] in ("yes", "no")
+
+
+def test_answers_cut_by_max_tokens_inside_the_object_are_judged_not_json(gptoss, tmp_path):
+    """json_object: the grammar opens the object, and tiny-gptoss's prose runs on inside its first key until max_tokens
+    cuts it; the cut answers are judged (not JSON), not left out."""
+    records, summary = _load(gptoss, tmp_path / "run", "RESPONSE_FORMAT=json_object", "REQUESTS=4", "EFFORT=low",
+                             "MAX_TOKENS=40", "TEMPERATURE=0")
+    judged = [r for r in records if r.finish_reason == "length"]
+    assert judged and all(r.answer_json is False and r.answer_invalid for r in judged)
+    assert summary["answer_valid_ratio"] < 1.0

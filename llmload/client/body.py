@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmload.results.structured import ResponseFormat
+
 __all__ = ["ChatOptions", "chat_body", "responses_body", "responses_tools"]
 
 
@@ -24,6 +26,8 @@ class ChatOptions:
     tools: tuple[dict[str, Any], ...] = ()
     """Function tools offered with every request (TOOLS), in chat's form; empty: none (and no tool_choice)."""
     tool_choice: str = "auto"
+    response_format: ResponseFormat | None = None
+    """RESPONSE_FORMAT: chat's response_format, the Responses API's text.format; None leaves them out."""
 
 
 def chat_body(options: ChatOptions, messages: list[dict[str, Any]], request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -45,6 +49,8 @@ def chat_body(options: ChatOptions, messages: list[dict[str, Any]], request: dic
     if options.tools:
         body["tools"] = list(options.tools)
         body["tool_choice"] = options.tool_choice
+    if options.response_format is not None:
+        body["response_format"] = options.response_format.chat_field()
     if request:
         body.update(request)
     body.update(options.extra_body)
@@ -68,6 +74,8 @@ def responses_body(options: ChatOptions, messages: list[dict[str, Any]], request
     if options.tools:
         body["tools"] = responses_tools(options.tools)
         body["tool_choice"] = options.tool_choice
+    if options.response_format is not None:
+        body["text"] = {"format": options.response_format.responses_field()}
     if request:
         request = dict(request)
         if "max_tokens" in request:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Callable, Protocol
 
 from llmload.client.accumulator import StreamAccumulator
@@ -52,6 +53,7 @@ def measure_request(
     clock: Callable[[], float] = time.monotonic,
     answer: list[str] | None = None,
     tool_use: ToolUse | None = None,
+    judge: Callable[[str], dict[str, Any]] | None = None,
 ) -> RequestRecord:
     """Send one request and return its record; ``on_record`` also gets a request cut off mid-flight.
 
@@ -59,8 +61,12 @@ def measure_request(
     ``clock`` stamps the start and a failed or cut request's end (the client's own stamps the rest).
     ``answer``, when given, gets the pieces of the answer's text (a conversation's next turn sends it back).
     ``tool_use``, when given (TOOLS), gets the answer's function calls, checked against the tools it offered.
+    ``judge``, when given, turns a successful request's whole answer (not a function call) into more record fields
+    (RESPONSE_FORMAT's check), once the request has ended: the text is kept, and nothing more is done per event.
     """
     request_id = uuid.uuid4().hex
+    if judge is not None and answer is None:
+        answer = []
     api = client.api
     if tool_use is not None:
         accumulator = api.tool_accumulator
@@ -86,6 +92,8 @@ def measure_request(
         raise
     else:
         record = acc.finish(end_s)
+        if judge is not None and record.ok and record.finish_reason != "tool_calls":  # a function call is no answer yet
+            record = replace(record, **judge("".join(answer or ())))
     PROCESS_READ_STATS.on_request_end(record.start_monotonic_s + record.e2e_s)
     on_record(record)
     return record

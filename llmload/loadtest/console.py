@@ -76,7 +76,8 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         target = f"{host} ({f'reports version {version}' if version else 'no /version: not vLLM?'})"
     lines = [
         f"llmload: {_load_text(options)}; effort {options.effort}, max_tokens {max_tokens}, prompts {_prompts_text(options)}, "
-        f"client {options.client}",
+        f"client {options.client}, API {options.api}"
+        + (f", RESPONSE_FORMAT {options.response_format}" if options.response_format else ""),
         f"  target   {target}",
         f"  model    {model}",
         f"  results  {results}",

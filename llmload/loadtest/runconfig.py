@@ -22,6 +22,7 @@ from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse
 from llmload.promptsets.tools import load_tools, tool_names, tool_results
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
+from llmload.results.structured import parse_response_format
 
 __all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
            "parse_run_args", "parse_values"]
@@ -61,6 +62,7 @@ class RunConfig:
     stop_timeout: int
     client: str
     api: str
+    response_format: str
     out: str
     temperature: float
     extra_body: str
@@ -155,6 +157,7 @@ SUITE_OWNED_FIELDS = {
     "reasoning_effort": "set EFFORT= instead", "input": "choose prompts with PROMPTS= instead",
     "max_output_tokens": "set MAX_TOKENS= instead", "reasoning": "set EFFORT= instead",
     "tools": "set TOOLS= instead", "tool_choice": "set TOOL_CHOICE= instead",
+    "response_format": "set RESPONSE_FORMAT= instead",
 }
 """Request fields the suite sets and measures by; EXTRA_BODY may not change them (the hint says what to do)."""
 
@@ -196,6 +199,7 @@ def parse_values(settings: Sequence[str]) -> LaunchConfig:
     usd_per_gpu_hour(config.price)
     effort_shares(config.effort)
     parse_slos(config.slo)
+    parse_response_format(config.response_format)
     TurnPlan.of(config.turns, config.think_time)
     return config
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import itertools
 import logging
 import random
@@ -56,6 +57,7 @@ from llmload.results.predicted import predicted_label
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.run_metrics import RunMetrics
 from llmload.results.slo import Slo, slos_of
+from llmload.results.structured import judge_answer, parse_response_format
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
 from llmload.results.summary import summarize
@@ -140,7 +142,7 @@ class RunSession(ABC):
         chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
                            temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
                            extra_body=parse_extra_body(config.extra_body), tools=self.workload.tools,
-                           tool_choice=config.tool_choice)
+                           tool_choice=config.tool_choice, response_format=parse_response_format(config.response_format))
         if config.trace and self.server.version is not None:  # a trace's output lengths are forced, where vLLM can
             chat = replace(chat, extra_body={"ignore_eos": True, **chat.extra_body})
         check_prefix_fits(config.prefix_tokens, self.server, chat.model)  # the web UI's form may have changed it
@@ -148,6 +150,8 @@ class RunSession(ABC):
         self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
         self.api = APIS[config.api]
         self.tools = ToolRounds.of(self.workload.tools, config.tool_rounds, self.workload.tool_results, self.api)
+        self.judge = None if chat.response_format is None else functools.partial(judge_answer, chat.response_format)
+        """RESPONSE_FORMAT's check of each successful answer (None: off)."""
         self.prompts: tuple[Prompt, ...] = self.workload.prompts
         self.in_sequence = config.order == "sequence"
         self._next_prompt = 0

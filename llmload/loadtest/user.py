@@ -109,7 +109,7 @@ class ChatUser(User):
         answer: list[str] | None = [] if session.turn_plan.conversations or conversation.rounds > 1 else None
         tool_use = session.tools.use() if session.tools is not None else None
         record = measure_request(client, body, conversation.prompt.id, session.add, warmup, fields, answer=answer,
-                                 tool_use=tool_use)
+                                 tool_use=tool_use, judge=session.judge)
         text = "".join(answer or ())
         if not record.ok:
             conversation.failed()

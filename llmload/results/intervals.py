@@ -1,9 +1,11 @@
-"""Pure 95% confidence intervals: of a percentile from order statistics, of a rate from batch means.
+"""Pure 95% confidence intervals: of a percentile from order statistics, of a rate from batch means, of a share.
 
 A percentile's interval is distribution-free: the number of samples below the true q-quantile is
 Binomial(n, q), so two order statistics whose ranks hold it with probability >= 95% bracket the
 quantile (exact binomial, no resampling). A rate's interval comes from the rates of equal time
-windows (batch means, Student's t). Too few samples give None, never an invented interval.
+windows (batch means, Student's t). A share's (k of n requests) is Wilson's score interval, which stays
+inside [0, 1] and keeps its coverage near 0 and 1, where the normal approximation's does not. Too few samples
+give None, never an invented interval.
 Samples are taken as independent: for pooled ITL gaps (many per stream) the interval is too narrow.
 """
 
@@ -14,12 +16,15 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["CONFIDENCE", "MIN_BATCHES", "MAX_BATCHES", "quantile_ranks", "quantile_ci", "batch_means_ci", "batches_for"]
+__all__ = ["CONFIDENCE", "MIN_BATCHES", "MAX_BATCHES", "quantile_ranks", "quantile_ci", "batch_means_ci", "batches_for",
+           "proportion_ci"]
 
 CONFIDENCE = 0.95
 MIN_BATCHES = 5
 """Fewer windows than this give no rate interval (the spread of 4 numbers says little)."""
 MAX_BATCHES = 20
+_Z_975 = 1.959963984540054
+"""The standard normal's two-sided 97.5% point (CONFIDENCE's)."""
 
 # Student's t two-sided 97.5% points for 4..19 degrees of freedom (MIN_BATCHES-1 .. MAX_BATCHES-1).
 _T_975 = {
@@ -104,3 +109,14 @@ def batch_means_ci(event_times_s: Sequence[float], weights: Sequence[float], sta
     half = _T_975[batches - 1] * float(rates.std(ddof=1)) / math.sqrt(batches)
     mean = float(rates.mean())
     return [max(0.0, mean - half), mean + half]
+
+
+def proportion_ci(successes: int, n: int) -> list[float] | None:
+    """[lo, hi] of a binomial share ``successes / n`` at CONFIDENCE (Wilson's score interval); None when n is 0."""
+    if n <= 0:
+        return None
+    share, z2 = successes / n, _Z_975 * _Z_975
+    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z_975 * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # at a share of 0 or 1 the bound on that side is exactly it (the sum above rounds to 1 - 1e-16)
+    return [0.0 if successes == 0 else max(0.0, centre - half), 1.0 if successes == n else min(1.0, centre + half)]

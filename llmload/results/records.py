@@ -15,6 +15,7 @@ older line lacks taking its default, and names a newer one in one line):
        (TURNS above 1).
     4  2026-12-04: task_id and round (TOOL_ROUNDS above 1: each round of a task, its function calls handed back);
        error tool_call_invalid.
+    5  2026-12-04: answer_json, answer_valid and answer_invalid (RESPONSE_FORMAT: the answer judged after its request).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -32,7 +33,7 @@ from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "record_rows", "read_records", "run_span_s"]
 
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
 
 
 def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
@@ -83,6 +84,13 @@ class RequestRecord:
     finish_reason: str | None = None
     answered: bool = False
     """A visible answer (non-empty delta.content) or a function call arrived."""
+    answer_json: bool | None = None
+    """With RESPONSE_FORMAT, on a successful request: its answer's text parsed as JSON; None when not judged."""
+    answer_valid: bool | None = None
+    """With RESPONSE_FORMAT, on a successful request: its answer was what the format asks (a JSON object for
+    json_object, valid against the schema for json_schema); None when not judged."""
+    answer_invalid: str | None = None
+    """Why answer_valid is False, one short line (not JSON, or the schema's first complaint)."""
     error: str | None = None
     """None when the request succeeded; else a category: connect, timeout, http_<code>,
     stream_error, protocol, disconnected, tool_call_invalid, interrupted."""

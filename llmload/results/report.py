@@ -144,6 +144,21 @@ def _turn_rows(summary: Summary) -> list[str]:
     return rows
 
 
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _structured_rows(summary: Summary) -> list[str]:
+    """With RESPONSE_FORMAT: the share of answers that were what it asks, with its interval, and that parsed as JSON."""
+    if summary.answer_valid_ratio is None and not summary.config.get("response_format"):
+        return []
+    ci = summary.answer_valid_ratio_ci95
+    return [_rule(f"Structured output ({summary.config.get('response_format') or '?'})"),
+            _row("Answers valid (RESPONSE_FORMAT):", _share(summary.answer_valid_ratio))
+            + (f" [{_share(ci[0])}, {_share(ci[1])}]" if ci else ""),
+            _row("Answers that parsed as JSON:", _share(summary.answer_json_ratio))]
+
+
 def _max_tokens(config: dict[str, Any]) -> str:
     """What was sent: a prompt set such as random:IN:OUT sets max_tokens per prompt, over MAX_TOKENS."""
     by_prompt = (config.get("prompt_overrides") or {}).get("max_tokens")
@@ -192,7 +207,7 @@ def format_result(summary: Summary) -> str:
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
         "Served by: " + served_by_text(served_by),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} {_load(config)} "
-             f"max_tokens={_max_tokens(config)} client={config.get('client')}"),
+             f"max_tokens={_max_tokens(config)} client={config.get('client')} api={config.get('api') or 'chat'}"),
         _row("Successful requests:", summary.requests_ok),
         _row("Failed requests:", summary.requests_failed),
         _row("Interrupted at the end:", summary.requests_interrupted),
@@ -208,6 +223,7 @@ def format_result(summary: Summary) -> str:
         _row("Reasoning share of output:", None if reasoning_share is None else f"{reasoning_share:.1%}"),
         _row("Requests with a visible answer:", None if answered is None else f"{answered:.1%}"),
         _row("Answers lost to max_tokens:", summary.lost_to_max_tokens),
+        *_structured_rows(summary),
     ]
     if summary.arrivals:
         lines += _arrival_rows(summary.arrivals)

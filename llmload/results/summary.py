@@ -19,6 +19,8 @@ file lacks taking its default or None, and names a newer one in one line):
        an older file reads as having measured none of it (`llmload report` computes it from samples.jsonl).
     5  2026-12-04: by_turn (conversations' turns, each its Measures) and server_prefix_cache_hit_rate.
     6  2026-12-04: tasks (TOOL_ROUNDS: tasks by outcome, rounds, time to the final answer, tokens; results/tasks.py).
+    7  2026-12-04: answer_json_ratio, answer_valid_ratio and its interval (RESPONSE_FORMAT's structured output), in
+       the run's measures and each group's; an older file reads as having judged no answer.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -37,7 +39,7 @@ import numpy as np
 
 from llmload.errors import ResultsError
 from llmload.results.cost import Cost, goodput_tokens_per_s, run_cost
-from llmload.results.intervals import batch_means_ci, batches_for
+from llmload.results.intervals import batch_means_ci, batches_for, proportion_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.distributions import Distribution, TokenStats, distribution, token_stats
 from llmload.results.predicted import Predicted, predict_played
@@ -54,7 +56,7 @@ __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 6
+SUMMARY_SCHEMA_VERSION = 7
 
 
 def _with_metrics_after(field_name: str) -> Callable[[type], type]:
@@ -112,6 +114,13 @@ class Measures:
     goodput_rps_ci95: list[float] | None
     slo: list[SloResult]
     """Each SLO's verdict on these records, with the measured value and its interval."""
+    answer_json_ratio: float | None
+    """With RESPONSE_FORMAT: the share of successful requests whose answer parsed as JSON; None when none was judged."""
+    answer_valid_ratio: float | None
+    """With RESPONSE_FORMAT: the share of successful requests whose answer was what the format asks (valid against the
+    schema); None when none was judged."""
+    answer_valid_ratio_ci95: list[float] | None
+    """Its 95% interval (Wilson's, for a binomial share)."""
 
 
 LATE_AFTER_S = 0.010
@@ -271,6 +280,8 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
     output_each = [r.completion_tokens or 0 for r in ok]
     good = [1.0 if is_good(r, slos) else 0.0 for r in ok]
     distributions = {m.summary: distribution(m.sample_s(ok), m.scale) for m in METRICS}
+    judged = [r for r in ok if r.answer_valid is not None]
+    valid = sum(1 for r in judged if r.answer_valid)
     return Measures(
         requests_ok=len(ok),
         requests_failed=failed,
@@ -295,6 +306,9 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
         goodput_rps=(_ratio(sum(good), duration) or 0.0) if slos else None,
         goodput_rps_ci95=rate_ci(good) if slos else None,
         slo=[_check(slo, distributions[BY_NAME[slo.metric].summary]) for slo in slos],
+        answer_json_ratio=_ratio(sum(1 for r in judged if r.answer_json), len(judged)),
+        answer_valid_ratio=_ratio(valid, len(judged)),
+        answer_valid_ratio_ci95=proportion_ci(valid, len(judged)),
     )
 
 

@@ -24,36 +24,51 @@ def http_chunk(payload: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(payload), payload)
 
 
-class ToolCall:
-    """A function call streamed in place of the answer: its arguments are one JSON object, a token a piece.
+class JsonText:
+    """An answer that is one JSON object, a token a piece: ``{"<key>": "`` the first token, a word each token after
+    it, ``"}`` the last (one token: ``{}``). A function call's arguments are one; so is a structured answer
+    (response_format json). A broken one leaves the object unclosed; one cut by max_tokens is cut like a model's."""
 
-    ``{"<key>": "`` is the first token, a word each token after it, ``"}`` the last (one token: ``{}``). A broken
-    call (the target's invalid share) leaves the object unclosed; one cut by max_tokens is cut like a model's.
-    """
+    __slots__ = ("tokens", "_open", "_close")
 
-    __slots__ = ("name", "call_id", "tokens", "_open", "_close")
-
-    def __init__(self, name: str, key: str, call_id: str, tokens: int, broken: bool = False) -> None:
-        self.name = name
-        self.call_id = call_id
+    def __init__(self, key: str, tokens: int, broken: bool = False) -> None:
         self.tokens = tokens
-        """The answer's planned tokens (the arguments' pieces)."""
+        """The answer's planned tokens (the object's pieces)."""
         self._open = '{"%s": "' % key
         self._close = '"' if broken else '"}'
         if tokens == 1:
             self._open = "{" if broken else "{}"
 
     def piece(self, k: int) -> str:
-        """The arguments' text of answer token ``k`` (1-based)."""
+        """The text of answer token ``k`` (1-based)."""
         if k == 1:
             return self._open
         if k == self.tokens:
             return self._close
         return WORDS_TEXT[(k - 2) % _N_WORDS]
 
+    def escaped(self, k: int) -> bytes:
+        """Answer token ``k``'s text as it stands inside a JSON string."""
+        return orjson.dumps(self.piece(k))[1:-1]
+
+    def text(self, tokens: int) -> str:
+        """The text after ``tokens`` of them."""
+        return "".join(self.piece(k) for k in range(1, tokens + 1))
+
+
+class ToolCall(JsonText):
+    """A function call streamed in place of the answer: its arguments are one JsonText."""
+
+    __slots__ = ("name", "call_id")
+
+    def __init__(self, name: str, key: str, call_id: str, tokens: int, broken: bool = False) -> None:
+        super().__init__(key, tokens, broken)
+        self.name = name
+        self.call_id = call_id
+
     def arguments(self, tokens: int) -> str:
         """The arguments' text after ``tokens`` of them."""
-        return "".join(self.piece(k) for k in range(1, tokens + 1))
+        return self.text(tokens)
 
 
 class StreamEncoder:
@@ -61,11 +76,11 @@ class StreamEncoder:
 
     What a stream writes, in order: ``opening()`` with the headers, ``role()`` before token 1, ``token()`` per
     token, ``closing()`` after the last (or ``error_event()`` when a fault breaks it); ``call`` makes the answer a
-    function call (``delta.tool_calls``, finish_reason tool_calls).
+    function call (``delta.tool_calls``, finish_reason tool_calls), ``json_text`` a JSON object (response_format).
     """
 
     __slots__ = ("_head", "_reasoning", "_content", "_call_next", "_tail", "_usage_tail", "prompt_tokens",
-                 "continuous_usage", "call")
+                 "continuous_usage", "call", "json_text")
 
     def __init__(self, chat_id: str, created: int, model: str, prompt_tokens: int,
                  continuous_usage: bool) -> None:
@@ -86,6 +101,8 @@ class StreamEncoder:
         self.continuous_usage = continuous_usage
         self.call: ToolCall | None = None
         """Set (before token 1) when the answer is a function call."""
+        self.json_text: JsonText | None = None
+        """Set (before token 1) when the answer is a JSON object (response_format json_object or json_schema)."""
 
     def _close(self, completion_tokens: int) -> bytes:
         """End of a choices chunk: optional cumulative usage, then the event terminator."""
@@ -109,7 +126,9 @@ class StreamEncoder:
         if generated <= reasoning_tokens:
             start, word = self._reasoning, WORD_BYTES[(generated - 1) % _N_WORDS]
         elif self.call is None:
-            start, word = self._content, WORD_BYTES[(generated - reasoning_tokens - 1) % _N_WORDS]
+            k = generated - reasoning_tokens
+            start = self._content
+            word = WORD_BYTES[(k - 1) % _N_WORDS] if self.json_text is None else self.json_text.escaped(k)
         else:
             return self._call_token(generated, generated - reasoning_tokens, finish_reason)
         body = start + word + self._tail[finish_reason] + self._close(generated)
@@ -169,10 +188,12 @@ def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int
 
 
 def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int, cached_tokens: int,
-                    reasoning_tokens: int, answer_tokens: int, finish_reason: str, call: ToolCall | None = None) -> bytes:
-    """Full non-stream chat.completion JSON body (the answer a function call when ``call`` is given)."""
+                    reasoning_tokens: int, answer_tokens: int, finish_reason: str, call: ToolCall | None = None,
+                    json_text: JsonText | None = None) -> bytes:
+    """Full non-stream chat.completion JSON body (the answer a function call when ``call`` is given, a JSON object
+    when ``json_text`` is)."""
     reasoning = tokens_text(reasoning_tokens) if reasoning_tokens else None
-    content = tokens_text(answer_tokens) if answer_tokens and call is None else None
+    content = answer_text(answer_tokens, json_text) if answer_tokens and call is None else None
     tool_calls = [] if call is None else [{"id": call.call_id, "type": "function",
                                            "function": {"name": call.name, "arguments": call.arguments(answer_tokens)}}]
     if call is not None and finish_reason == "stop":
@@ -191,6 +212,11 @@ def completion_body(chat_id: str, created: int, model: str, prompt_tokens: int, 
         }],
         "usage": usage_dict(prompt_tokens, reasoning_tokens + answer_tokens, reasoning_tokens, cached_tokens),
     })
+
+
+def answer_text(answer_tokens: int, json_text: JsonText | None) -> str:
+    """The text answer after ``answer_tokens``: words, or the JSON object's pieces."""
+    return tokens_text(answer_tokens) if json_text is None else json_text.text(answer_tokens)
 
 
 def error_body(status: int, message: str) -> bytes:

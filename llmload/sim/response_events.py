@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from .chunks import END, ToolCall, http_chunk
+from .chunks import END, JsonText, ToolCall, answer_text, http_chunk
 from .tokens import WORD_BYTES, tokens_text
 
 __all__ = ["ResponsesEncoder", "in_progress_response"]
@@ -47,7 +47,7 @@ def _event(kind: bytes, data: bytes) -> bytes:
 class ResponsesEncoder:
     """Pre-built pieces of one streamed Responses API answer, written as chunks.StreamEncoder's are (see sim/responses.py)."""
 
-    __slots__ = ("_response", "prompt_tokens", "_seq", "_rs_id", "_msg_id", "_fc_id", "call",
+    __slots__ = ("_response", "prompt_tokens", "_seq", "_rs_id", "_msg_id", "_fc_id", "call", "json_text",
                  "_reasoning_delta", "_text_delta", "_call_delta")
 
     def __init__(self, response: dict[str, Any], prompt_tokens: int, item_suffix: str) -> None:
@@ -60,6 +60,8 @@ class ResponsesEncoder:
         self._fc_id = f"fc_{item_suffix}"
         self.call: ToolCall | None = None
         """Set (before token 1) when the answer is a function call."""
+        self.json_text: JsonText | None = None
+        """Set (before token 1) when the answer is a JSON object (text.format json_object or json_schema)."""
         self._reasoning_delta = self._delta_template(b"response.reasoning_text.delta", self._rs_id, 0)
         self._text_delta: tuple[bytes, bytes] | None = None  # the message's output_index is known at its first token
         self._call_delta: tuple[bytes, bytes] | None = None
@@ -114,7 +116,8 @@ class ResponsesEncoder:
         if self.call is None:
             assert self._text_delta is not None
             start, end = self._text_delta
-            body = start + WORD_BYTES[(k - 1) % _N_WORDS] + end % self._next_seq()
+            word = WORD_BYTES[(k - 1) % _N_WORDS] if self.json_text is None else self.json_text.escaped(k)
+            body = start + word + end % self._next_seq()
         else:
             assert self._call_delta is not None
             start, end = self._call_delta
@@ -147,7 +150,8 @@ class ResponsesEncoder:
             arguments = "" if answer_tokens is None else call.arguments(answer_tokens)
             return {"arguments": arguments, "call_id": call.call_id, "name": call.name, "type": "function_call",
                     "id": self._fc_id, "async": None, "caller": None, "namespace": None, "status": status}
-        content = [] if answer_tokens is None else [{"annotations": [], "text": tokens_text(answer_tokens), "type": "output_text",
+        content = [] if answer_tokens is None else [{"annotations": [], "text": answer_text(answer_tokens, self.json_text),
+                                                     "type": "output_text",
                                                      "logprobs": None}]
         return {"id": self._msg_id, "content": content, "role": "assistant", "status": status, "type": "message",
                 "phase": None}
@@ -168,7 +172,7 @@ class ResponsesEncoder:
             done = self._typed("response.function_call_arguments.done", {
                 "arguments": item["arguments"], "item_id": self._fc_id, "output_index": index, "name": self.call.name})
         else:
-            text = tokens_text(answer_tokens)
+            text = answer_text(answer_tokens, self.json_text)
             where = {"content_index": 0, "item_id": self._msg_id}
             done = (self._typed("response.output_text.done", {**where, "logprobs": [], "output_index": index, "text": text})
                     + self._typed("response.content_part.done", {**where, "output_index": index, "part": item["content"][0]}))

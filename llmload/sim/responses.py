@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from .chunks import BAD_JSON_EVENT, END, SSE_TYPE, ToolCall, completion_body, http_chunk
+from .chunks import BAD_JSON_EVENT, END, SSE_TYPE, JsonText, ToolCall, completion_body, http_chunk
 from .engine import DONE, Engine, Sequence
 from .http11 import HttpConnection
 from .sendlog import SendLog
@@ -16,6 +16,7 @@ class StreamEncoding(Protocol):
     Responses API): what goes with the headers, before token 1, per token, after the last, and on a fault."""
 
     call: ToolCall | None
+    json_text: JsonText | None
 
     def opening(self) -> bytes: ...
 
@@ -145,6 +146,7 @@ class FullResponse(_Response):
         self.created = created
         self.model = model
         self.call: ToolCall | None = None
+        self.json_text: JsonText | None = None
 
     def on_token(self, seq: Sequence, due_s: float) -> None:
         """Only the last token (or an injected disconnect) produces output."""
@@ -153,4 +155,4 @@ class FullResponse(_Response):
         if seq.state == DONE:
             self.conn.send(200, completion_body(
                 self.chat_id, self.created, self.model, seq.prompt_tokens, seq.cached_tokens,
-                seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason, self.call))
+                seq.reasoning_tokens, seq.answer_tokens, seq.finish_reason, self.call, self.json_text))

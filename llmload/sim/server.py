@@ -3,7 +3,9 @@
 Offered tools (``tools``, ``tool_choice``) turn the answer into a function call while the request holds fewer
 tool results than ``tool_calls`` (a share ``tool_invalid_rate`` of calls broken: arguments that are not JSON, or
 a function that was not offered); tool_choice required always calls, none never. The call takes the answer's
-tokens, so its timing is the answer's.
+tokens, so its timing is the answer's. A JSON response format (chat's ``response_format``, the Responses API's
+``text.format``: json_object or json_schema) makes a text answer one JSON object of the same tokens,
+``{"<key>": "words ..."}``, its key the schema's first property (else ``answer``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .chunks import StreamEncoder, ToolCall, error_body
+from .chunks import JsonText, StreamEncoder, ToolCall, error_body
 from .engine import Engine
 from .http11 import HttpConnection, Request
 from .launcher import IDENTITY_PATH
@@ -56,6 +58,8 @@ class _ChatParams:
     """The function the answer calls and its first argument's name; None: the answer is text."""
     blocks: tuple[int, ...] = ()
     """Hashes of the prompt's full KV blocks (the prefix cache's keys)."""
+    json_key: str | None = None
+    """The key of the JSON object a text answer is, when the request asks for JSON; None: words."""
 
 
 class SimApp:
@@ -193,7 +197,7 @@ class SimApp:
         if max_tokens is None:
             max_tokens = body.get("max_tokens")
         return self._params(body, messages, max_tokens, body.get("reasoning_effort"), stream, include_usage,
-                            include_usage and bool(options.get("continuous_usage_stats")))
+                            include_usage and bool(options.get("continuous_usage_stats")), body.get("response_format"))
 
     def _responses_params(self, body: dict[str, Any]) -> _ChatParams:
         """Validate a Responses API request (``input``, ``reasoning.effort``, ``max_output_tokens``)."""
@@ -201,12 +205,14 @@ class SimApp:
         reasoning = body.get("reasoning")
         if reasoning is not None and not isinstance(reasoning, dict):
             raise _BadRequest(400, "`reasoning` must be an object like {\"effort\": \"low\"}")
+        text = body.get("text")
         return self._params(body, _input_messages(body.get("input")), body.get("max_output_tokens"),
-                            (reasoning or {}).get("effort"), bool(body.get("stream", False)), True, False)
+                            (reasoning or {}).get("effort"), bool(body.get("stream", False)), True, False,
+                            text.get("format") if isinstance(text, dict) else None)
 
     def _params(self, body: dict[str, Any], messages: list[dict[str, Any]], max_tokens: Any, effort_value: Any,
-                stream: bool, include_usage: bool, continuous_usage: bool) -> _ChatParams:
-        """What both APIs share: the output limit, the effort, the prompt's length, the tool to call."""
+                stream: bool, include_usage: bool, continuous_usage: bool, response_format: Any = None) -> _ChatParams:
+        """What both APIs share: the output limit, the effort, the prompt's length, the tool to call, the JSON asked for."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
                                        or max_tokens < 1):
             raise _BadRequest(400, "max_tokens must be at least 1, got %r." % (max_tokens,))
@@ -228,7 +234,8 @@ class SimApp:
         return _ChatParams(
             prompt_tokens=prompt_tokens, limit=room if max_tokens is None else max_tokens,
             effort=effort, ignore_eos=ignore_eos, stream=stream, include_usage=include_usage,
-            continuous_usage=continuous_usage, tool=self._tool_to_call(body, tool_results), blocks=blocks)
+            continuous_usage=continuous_usage, tool=self._tool_to_call(body, tool_results), blocks=blocks,
+            json_key=_json_key(response_format))
 
     def _tool_to_call(self, body: dict[str, Any], tool_results: int) -> tuple[str, str] | None:
         """The function the answer calls (its name, its first argument's name), or None for a text answer."""
@@ -304,10 +311,11 @@ class SimApp:
             raise _BadRequest(500, "Simulated internal server error (fault injection).")
         sink.seq = seq
         call = self._call(p.tool, seq, request_id)
+        json_text = JsonText(p.json_key, seq.answer_tokens) if p.json_key is not None and call is None else None
         if isinstance(sink, StreamResponse):
-            sink.enc.call = call
+            sink.enc.call, sink.enc.json_text = call, json_text
         else:
-            sink.call = call
+            sink.call, sink.json_text = call, json_text
         if p.stream and fault != "slow-headers":
             assert isinstance(sink, StreamResponse)
             sink.start_stream()  # headers go out at once, as uvicorn does
@@ -315,6 +323,16 @@ class SimApp:
             conn.active = sink  # slow-headers: they go out with the first token
         if conn.paused:
             self.engine.pause(seq)
+
+
+def _json_key(response_format: Any) -> str | None:
+    """The key of the JSON object a text answer is for a response format (chat's or the Responses API's): the JSON
+    Schema's first property, else ``answer``; None when the format asks for no JSON (absent, or text)."""
+    if not isinstance(response_format, dict) or response_format.get("type") not in ("json_object", "json_schema"):
+        return None
+    schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return next(iter(properties), "answer") if isinstance(properties, dict) else "answer"
 
 
 def _input_messages(value: Any) -> list[dict[str, Any]]:

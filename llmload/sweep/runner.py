@@ -65,6 +65,8 @@ def cell_row(cell_dir: Path) -> dict[str, Any]:
     summary = read_summary(cell_dir)
     row: dict[str, Any] = {"cell": cell.index, "key": cell.key, "label": cell.label, "repeat": cell.repeat}
     row.update(cell.settings)
+    for key in ("API", "RESPONSE_FORMAT"):  # what each request spoke and asked, set by the scenario or not
+        row.setdefault(key, summary.config.get(key.lower()) or opts.option_by_key(key).default)
     _flatten("served_by", summary.config.get("served_by") or {}, row)  # what answered, by its own report
     _flatten("declared", cell.declared_server, row)  # what the scenario says the study ran on
     _flatten("", {k: v for k, v in summary.to_dict().items() if k not in _SUMMARY_SKIP}, row)

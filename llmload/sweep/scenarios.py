@@ -198,6 +198,9 @@ def _short(key: str, value: str) -> str:
         return value if kind == "random" or "/" not in value else Path(value).stem
     if key in ("GPU", "MODEL") or (key == "EFFORT" and value != "none"):
         return value
+    if key == "RESPONSE_FORMAT":  # json_object, json_schema:<the schema file's stem>, or text (off)
+        kind, _, path = value.partition(":")
+        return f"{kind}:{Path(path).stem}" if path else kind or "text"
     return f"{key.lower()}={value}"
 
 

@@ -21,7 +21,7 @@ help:  ## this list: every target, then every setting (from llmload/options.py, 
 	@echo
 	@awk -F':.*## ' '/^[a-z][a-z.-]*:.*## /{printf "  make %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo
-	@$(PYTHON) -c 'from llmload.options import help_lines; print("\n".join(help_lines()))'
+	@$(PYTHON) -c 'from llmload.settings import help_lines; print("\n".join(help_lines()))'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

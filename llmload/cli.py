@@ -49,6 +49,7 @@ from llmload.results.provenance import bare_model_name
 from llmload.results.report import fail_ratio_line, format_result
 from llmload.results.storage import (SAMPLES_FILE, SUMMARY_FILE, default_run_dir, older_summary_version, read_summary,
                                      rebuild_summary, recompute_summary, write_summary)
+from llmload.settings import FIXED_IN_WEB_UI_ENV, help_lines, host_port, parse_settings
 
 __all__ = ["main", "EXIT_BAD_INPUT", "EXIT_FAIL_RATIO"]
 
@@ -76,7 +77,7 @@ def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool,
     if options.workers:
         argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
     if options.expect_remote_workers:
-        bind_host, bind_port = opts.host_port(options.master_bind, "MASTER_BIND")
+        bind_host, bind_port = host_port(options.master_bind, "MASTER_BIND")
         argv += ["--master", f"--expect-workers={options.expect_remote_workers}",
                  f"--master-bind-host={bind_host}", f"--master-bind-port={bind_port}"]
     return argv
@@ -84,10 +85,10 @@ def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool,
 
 def _worker(settings: Sequence[str]) -> int:
     """Locust worker process(es) on this machine for a master elsewhere; the master sends every option."""
-    options = opts.parse_settings(settings, opts.WORKER_OPTIONS)
+    options = parse_settings(settings, opts.WORKER_OPTIONS)
     if not options.master:
         raise ConfigError("MASTER is missing: give the master's address:port, e.g. MASTER=10.0.0.5:5557")
-    host, port = opts.host_port(options.master, "MASTER")
+    host, port = host_port(options.master, "MASTER")
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile()), "--worker", f"--master-host={host}",
             f"--master-port={port}"]
     if options.workers:
@@ -205,7 +206,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
             progress.start()
         else:
             if not options.host:  # the built-in target plays one profile at one SPEEDUP: the form does not offer them
-                env[opts.FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP,PROFILE"
+                env[FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP,PROFILE"
             named = Path(options.out) if options.out else None  # else the test names it from the form's values
             argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
@@ -248,7 +249,7 @@ def _prompts(settings: Sequence[str]) -> int:
     from llmload.loadtest.preflight import tokenize_count
     from llmload.promptsets.write import write_prompt_sets
 
-    options = opts.parse_settings(settings, opts.PROMPT_OPTIONS)
+    options = parse_settings(settings, opts.PROMPT_OPTIONS)
     sizes = [s.strip() for s in options.sizes.split(",") if s.strip()]
     out = Path(options.out) if options.out else GENERATED_DIR
     key = read_api_key(options.api_key_file)
@@ -276,7 +277,7 @@ def _sweep(settings: Sequence[str]) -> int:
     from llmload.sweep.scenarios import load_scenario
     from llmload.sweep.runner import run_sweep
 
-    options = opts.parse_settings(settings, opts.SWEEP_OPTIONS)
+    options = parse_settings(settings, opts.SWEEP_OPTIONS)
     if not options.scenario:
         raise ConfigError("SCENARIO is missing: give a scenario file, e.g. SCENARIO=scenarios/h100-grid.yaml")
     scenario = load_scenario(Path(options.scenario))
@@ -297,7 +298,7 @@ def _exported(options: argparse.Namespace) -> dict[str, str]:
 def _capacity(settings: Sequence[str]) -> int:
     from llmload.sweep.capacity import check_capacity_settings, run_capacity
 
-    parsed = opts.parse_settings(settings, (*opts.OPTIONS, *opts.CAPACITY_OPTIONS))
+    parsed = parse_settings(settings, (*opts.OPTIONS, *opts.CAPACITY_OPTIONS))
     if any("=" not in word or word.startswith("-") for word in settings):
         raise ConfigError("capacity takes KEY=VALUE settings only, e.g. SLO='ttft_p90<=2s' EFFORT=high")
     words = dict(word.split("=", 1) for word in settings)
@@ -344,7 +345,7 @@ def _report(run_dirs: Sequence[str]) -> int:
 def _help(command: str) -> int:
     """``python -m llmload CMD --help`` (one command's settings) or ``help`` (every command's)."""
     print(__doc__.strip().replace("``", "") + "\n")
-    print("\n".join(opts.help_lines([command] if command in opts.COMMANDS else opts.COMMANDS)))
+    print("\n".join(help_lines([command] if command in opts.COMMANDS else opts.COMMANDS)))
     return 0
 
 
@@ -367,11 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "crosscheck":
             from llmload.crosscheck.runner import run_crosscheck
 
-            return run_crosscheck(opts.parse_settings(rest, opts.CROSSCHECK_OPTIONS))
+            return run_crosscheck(parse_settings(rest, opts.CROSSCHECK_OPTIONS))
         if command == "calibrate":
             from llmload.calibrate.command import run_calibrate
 
-            return run_calibrate(opts.parse_settings(rest, opts.CALIBRATE_OPTIONS), rest)
+            return run_calibrate(parse_settings(rest, opts.CALIBRATE_OPTIONS), rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":

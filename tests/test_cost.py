@@ -3,7 +3,7 @@
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.options import usd_per_gpu_hour
+from llmload.results.cost import usd_per_gpu_hour
 from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of
 from llmload.results.decision import decision_rows
 from llmload.results.records import RequestRecord

@@ -9,8 +9,8 @@ import pytest
 import llmload
 from llmload.errors import ConfigError
 from llmload.loadtest.runconfig import LAUNCH_OPTIONS, RECORDED_OPTIONS, LaunchConfig, RunConfig, parse_run_args
-from llmload.options import (OPTIONS, PROMPT_OPTIONS, add_suite_options, config_name, parse_duration_s, parse_settings,
-                             settings_to_argv)
+from llmload.options import OPTIONS, PROMPT_OPTIONS, config_name
+from llmload.settings import add_suite_options, parse_duration_s, parse_settings, settings_to_argv
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
 

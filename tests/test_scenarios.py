@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.options import option_by_key, parse_duration_s
+from llmload.options import option_by_key
+from llmload.settings import parse_duration_s
 from llmload.sweep.scenarios import Scenario, ScenarioError, cell_key, cell_options, load_scenario, make_cell
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it

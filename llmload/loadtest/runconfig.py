@@ -18,11 +18,13 @@ import orjson
 from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
 from llmload.loadtest.turns import TurnPlan
-from llmload.options import OPTIONS, check_ranges, config_name, host_port, parse_duration_s, parse_settings, usd_per_gpu_hour
+from llmload.options import OPTIONS, config_name
 from llmload.promptsets.tools import load_tools, tool_names, tool_results
+from llmload.results.cost import usd_per_gpu_hour
 from llmload.results.efforts import effort_shares
 from llmload.results.slo import parse_slos
 from llmload.results.structured import parse_response_format
+from llmload.settings import check_ranges, host_port, parse_duration_s, parse_settings
 
 __all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
            "parse_run_args", "parse_values"]

@@ -392,9 +392,8 @@ class RunWorker(RunSession):
 def _write_locust_csv(environment: Environment, run_dir: Path) -> None:
     """Locust's request and failure tables as they stand at the end of the test.
 
-    Locust's own --csv writer refreshes once a second and is closed without a last write, so it
-    misses requests that finish while in-flight streams drain; these files have them all.
-    """
+    Locust's own --csv writer refreshes once a second and is closed without a last write, so it misses requests that
+    finish while in-flight streams drain; these files have them all."""
     tables = StatsCSV(environment, PERCENTILES_TO_REPORT)
     for name, write in (("locust_stats.csv", tables.requests_csv), ("locust_failures.csv", tables.failures_csv)):
         with (run_dir / name).open("w", newline="") as f:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from llmload.errors import ConfigError
-from llmload.options import parse_duration_s
+from llmload.settings import parse_duration_s
 
 __all__ = ["TurnPlan", "parse_turns", "parse_think_time"]
 

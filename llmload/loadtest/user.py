@@ -20,7 +20,6 @@ from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.exception import StopUser
 
-from llmload import options as opts
 from llmload.client.faults import normalised_detail
 from llmload.client.measure import ChatClient, measure_request
 from llmload.errors import LoadTestError, RequestFailed
@@ -37,6 +36,7 @@ from llmload.loadtest.webui_guard import install_webui_guard
 from llmload.loadtest.workload import workload_of
 from llmload.promptsets.conversation import Conversation
 from llmload.results.records import RequestRecord
+from llmload.settings import add_suite_options
 
 __all__ = ["ChatUser"]
 
@@ -132,7 +132,7 @@ class ChatUser(User):
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: LocustArgumentParser, **_: Any) -> None:
-    opts.add_suite_options(parser, web_ui=True)
+    add_suite_options(parser, web_ui=True)
 
 
 @events.test_start.add_listener

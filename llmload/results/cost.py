@@ -13,17 +13,18 @@ with where it was read and when. They are defaults to replace with your own pric
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from llmload.options import usd_per_gpu_hour
+from llmload.errors import ConfigError
 from llmload.results.intervals import batch_means_ci, batches_for
 from llmload.results.records import RequestRecord
 from llmload.results.slo import Slo, is_good
 
-__all__ = ["ListPrice", "DEFAULT_PRICES", "Cost", "price_of", "cost_per", "goodput_tokens_per_s", "run_cost"]
+__all__ = ["ListPrice", "DEFAULT_PRICES", "Cost", "usd_per_gpu_hour", "price_of", "cost_per", "goodput_tokens_per_s", "run_cost"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,20 @@ class Cost:
     usd_per_million_goodput_tokens: float | None = None
     """With SLO: output tokens of requests that met every SLO."""
     usd_per_million_goodput_tokens_ci95: list[float] | None = None
+
+
+def usd_per_gpu_hour(text: str) -> float | None:
+    """PRICE as a number of USD per GPU-hour; None when empty (the GPU's built-in list price applies)."""
+    if not str(text).strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"PRICE={text!r} is not a positive number of USD per GPU-hour; give e.g. PRICE=2.49, "
+                          "or leave it out for the GPU's built-in list price")
+    return value
 
 
 def price_of(price_text: Any, gpu: str) -> tuple[float | None, str]:

@@ -32,14 +32,15 @@ from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
 from llmload.files import write_atomic
 from llmload.loadtest.preflight import probe_server
+from llmload.loadtest.target import target
 from llmload.processes import SignalForwarder, stoppable_child
-from llmload.sweep.repeats import format_spread, spread_rows
-from llmload.sweep.scenarios import Cell, Scenario, cell_options
 from llmload.results.server_metrics import read_samples, summarize_samples
-from llmload.sweep.sampler import MetricsSampler
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
 from llmload.results.sweepfiles import CELL_SCHEMA_VERSION, read_cell_marker
-from llmload.loadtest.target import target
+from llmload.settings import parse_settings
+from llmload.sweep.repeats import format_spread, spread_rows
+from llmload.sweep.sampler import MetricsSampler
+from llmload.sweep.scenarios import Cell, Scenario, cell_options
 
 __all__ = ["run_sweep", "run_cell", "run_dir", "set_aside", "cell_row", "write_cells_csv"]
 
@@ -257,7 +258,7 @@ def _write_missing_prompt_sets(cells: list[Cell], progress: Callable[[str], None
     missing = [size for size in missing if not (GENERATED_DIR / f"{size}.jsonl").exists()]
     if missing:
         progress(f"writing the prompt sets the cells need: {', '.join(missing)} ({GENERATED_DIR}/)")
-        defaults = opts.parse_settings([], opts.PROMPT_OPTIONS)
+        defaults = parse_settings([], opts.PROMPT_OPTIONS)
         write_prompt_sets(missing, defaults.count, defaults.seed, Path(defaults.templates), GENERATED_DIR)
 
 

@@ -9,7 +9,8 @@ import argparse
 import sys
 
 from llmload.errors import ConfigError
-from llmload.options import VLLM_CPU_OPTIONS, add_suite_options, settings_to_argv
+from llmload.options import VLLM_CPU_OPTIONS
+from llmload.settings import add_suite_options, settings_to_argv
 from llmload.vllm_cpu.launcher import MODELS, ensure_model, run_bench, start, stop
 
 

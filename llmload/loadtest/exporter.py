@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import gevent
 from gevent.event import Event
 from gevent.pywsgi import WSGIServer
+from locust.env import Environment
 from locust.runners import WorkerRunner
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
@@ -60,7 +61,7 @@ class _Body:
 class MetricsExporter:
     """The HTTP endpoint on METRICS_HOST:METRICS_PORT and what it reads when scraped."""
 
-    def __init__(self, environment: Any, metrics: Callable[[], RunMetrics | None], host: str, port: int,
+    def __init__(self, environment: Environment, metrics: Callable[[], RunMetrics | None], host: str, port: int,
                  login: tuple[str, str] | None) -> None:
         self._environment = environment
         self._metrics = metrics
@@ -131,7 +132,7 @@ class MetricsExporter:
             self._scraped.wait(deadline_s - time.monotonic())
 
 
-def install_exporter(environment: Any, metrics: Callable[[], RunMetrics | None]) -> MetricsExporter | None:
+def install_exporter(environment: Environment, metrics: Callable[[], RunMetrics | None]) -> MetricsExporter | None:
     """At Locust's init: serve METRICS_PORT from the run's owner; on a worker, report its requests in flight."""
     if isinstance(environment.runner, WorkerRunner):  # always: a worker started elsewhere knows no METRICS_PORT
         environment.events.report_to_master.add_listener(

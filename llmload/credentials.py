@@ -11,7 +11,7 @@ from pathlib import Path
 from llmload.control_http import server_root
 from llmload.errors import ConfigError
 
-__all__ = ["read_api_key", "api_key_for", "web_login", "metrics_login", "check_metrics_host", "is_loopback"]
+__all__ = ["read_api_key", "api_key_for", "web_login", "metrics_login", "check_metrics_host", "is_loopback", "loopback_hosts"]
 
 logger = logging.getLogger("llmload")
 
@@ -75,6 +75,14 @@ def check_metrics_host(metrics_host: str, metrics_port: int) -> None:
     if metrics_port and metrics_login() is None and not is_loopback(metrics_host):
         raise ConfigError(f"METRICS_HOST={metrics_host} lets other machines read the run's metrics; set "
                           "METRICS_LOGIN=user:password too (Prometheus's basic_auth), or leave METRICS_HOST=127.0.0.1")
+
+
+def loopback_hosts(host: str, port: int) -> set[str] | None:
+    """The Host header values a server listening on loopback ``host:port`` accepts (lower case: compare the header
+    lowered); None off loopback, where a login guards it instead. A foreign Host on loopback is DNS rebinding."""
+    if not is_loopback(host):
+        return None
+    return {f"{host.lower()}:{port}", f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
 
 
 def is_loopback(host: str) -> bool:

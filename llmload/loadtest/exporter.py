@@ -24,7 +24,7 @@ from locust.runners import WorkerRunner
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 
-from llmload.credentials import is_loopback, metrics_login
+from llmload.credentials import loopback_hosts, metrics_login
 from llmload.client.readstats import PROCESS_READ_STATS
 from llmload.results.run_metrics import RunMetrics, render
 
@@ -67,8 +67,7 @@ class MetricsExporter:
         self._metrics = metrics
         self._worker_in_flight: dict[str, int] = {}
         self._login = b"Basic " + base64.b64encode(":".join(login).encode()) if login else None
-        self._hosts = ({f"{host}:{port}", f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-                       if is_loopback(host) else None)
+        self._hosts = loopback_hosts(host, port)
         self._scrapes_s: list[float] = []  # monotonic starts of the last two scrapes
         self._last_sent_s = -1.0  # the start of the last scrape sent whole
         self._scraped = Event()
@@ -91,7 +90,7 @@ class MetricsExporter:
         return metrics.families(runner.user_count if runner is not None else 0, in_flight)
 
     def _refused(self, environ: dict[str, Any]) -> str | None:
-        if self._hosts is not None and environ.get("HTTP_HOST", "") not in self._hosts:
+        if self._hosts is not None and environ.get("HTTP_HOST", "").lower() not in self._hosts:
             return "403 Forbidden"  # a foreign Host on loopback: DNS rebinding
         given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1")  # WSGI's header text is latin-1
         if self._login is not None and not hmac.compare_digest(given, self._login):

@@ -14,7 +14,7 @@ import secrets
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
-from llmload.credentials import web_login
+from llmload.credentials import loopback_hosts, web_login
 
 __all__ = ["install_webui_guard"]
 
@@ -25,8 +25,7 @@ LOGIN_SUBMIT_PATH = "/login_submit"
 
 def install_webui_guard(web_ui: Any, web_host: str, web_port: int) -> None:
     """Guard Locust's web UI listening on ``web_host:web_port``; with --web-login, check $WEB_LOGIN."""
-    loopback_hosts = {f"127.0.0.1:{web_port}", f"localhost:{web_port}"} if web_host == "127.0.0.1" else None
-    web_ui.app.wsgi_app = _OriginGuard(web_ui.app.wsgi_app, loopback_hosts)
+    web_ui.app.wsgi_app = _OriginGuard(web_ui.app.wsgi_app, loopback_hosts(web_host, web_port))
     if web_ui.web_login:
         login = web_login()
         if login is None:

@@ -59,29 +59,6 @@ valid_answer_share = _vs_setting("valid_answer_share", "Answers valid for RESPON
 """Structured output's valid share with its interval (Wilson's); no cell without RESPONSE_FORMAT holds a point."""
 
 
-def _by_turn(name: str, title: str, ylabel: str, field: str, slo: str):
-    """A figure of ``field``'s median (band to p90) against the conversation turn, a line per run with TURNS: later
-    turns send the history, so the prefix cache decides how it grows."""
-    def figure(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
-        data = FigureData(name, title, "conversation turn", ylabel, stamp=_stamp(cells), x_setting="turn",
-                          slo=slo_value(cells, Metric(f"{field}.median", f"{field}.count", slo=slo)))
-        series = by_turn(cells, field)
-        if series:
-            data.panels["all"] = series
-        else:
-            data.note = "no run held conversations (TURNS above 1)"
-        return _line_figure(data, out)
-    figure.__name__ = name
-    figure.__doc__ = title
-    return figure
-
-
-ttft_by_turn = _by_turn("ttft_by_turn", "Time to first token by conversation turn (median, band to p90)", "TTFT (ms)",
-                        "ttft_ms", "ttft")
-ttfvt_by_turn = _by_turn("ttfvt_by_turn", "Time to first visible token by conversation turn (median, band to p90)",
-                         "TTFVT (ms)", "ttfvt_ms", "ttfvt")
-
-
 def _by_turn(metric: Metric):
     """A figure of ``metric``'s median (band to p90) against the conversation turn, a line per run with TURNS: later
     turns send the history, so the prefix cache decides how it grows."""

@@ -732,3 +732,13 @@ def test_the_built_in_target_loads_no_numpy():
     code = "import sys, llmload.sim, llmload.sim.__main__; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.pure
+def test_queue_time_ends_when_the_step_scheduler_takes_a_request_in():
+    """vLLM's request_queue_time under the step model: the third request waits for a slot (max_num_seqs 2)."""
+    eng, _ = _engine(_max_num_seqs(_instant_frontend(), 2))
+    a, b, c = _run(eng, [100, 100, 100])
+    queue = eng.latency.request_queue_time
+    assert sum(queue.counts) == 3
+    assert queue.sum == pytest.approx(max(a.times[-1], b.times[-1]), rel=0.05)  # only c waited: until a slot freed

@@ -73,6 +73,8 @@ class StepScheduler:
         self.decode_context = 0
         """Sum over decoding sequences of the context the next step attends."""
         self.preemptions = 0
+        self.first_admitted: list[Work] = []
+        """What the last plan took out of the waiting queue for the first time (its queue time ends there)."""
         self.cache = PrefixCache(limits.block_size)
         self._finishes: list[tuple[int, int, Work]] = []
         self._order = itertools.count()
@@ -123,6 +125,7 @@ class StepScheduler:
         limits = self.limits
         cap = limits.kv_capacity_tokens
         preempted = False
+        self.first_admitted.clear()
         while len(self.running) > 1 and self.decoding and self.kv_used + len(self.decoding) > cap:
             self._preempt(next(reversed(self.running)))
             preempted = True
@@ -157,6 +160,7 @@ class StepScheduler:
             if w.cached_tokens is None:
                 w.cached_tokens = start
                 cache.count(w.prompt_tokens, start)
+                self.first_admitted.append(w)
             w.state = PREFILL
             w.computed = start
             w.blocks_cached = found

@@ -114,6 +114,8 @@ class SteppedTiming:
         while self._arrivals and self._arrivals[0][0] <= start_s:
             self.sched.add(self._arrivals.popleft()[1])
         duration = self.sched.plan()
+        for w in self.sched.first_admitted:  # vLLM's queue time ends when the scheduler takes a request in
+            w.owner.admit_s = start_s
         self._step_end_s = None if duration is None else start_s + duration * self._scale
 
     def _end_step(self, end_s: float) -> None:

@@ -39,14 +39,18 @@ class OpenAIChatClient:
         self._named = _NAMED[api]
         self._openai = openai
         self._httpx = httpx2
-        self._watch = DoneWatch(httpx2.HTTPTransport(verify=tls_context()))
+        transport = httpx2.HTTPTransport(verify=tls_context())
+        # Only chat ends in `data: [DONE]`, which the SDK hides: the watch scans its reads; the Responses API ends in
+        # an event the accumulator sees, so its reads go unwatched.
+        self._watch = DoneWatch(transport) if api == "chat" else None
         self._client = openai.OpenAI(
             base_url=f"{server_root(base_url)}/v1",
             api_key=api_key or "EMPTY",
             max_retries=0,
             timeout=timeout_s,
-            http_client=openai.DefaultHttpxClient(transport=self._watch, timeout=timeout_s, trust_env=False),
+            http_client=openai.DefaultHttpxClient(transport=self._watch or transport, timeout=timeout_s, trust_env=False),
         )
+        self._create = self._client.chat.completions.create if self._watch else self._client.responses.create
 
     def close(self) -> None:
         self._client.close()
@@ -56,9 +60,8 @@ class OpenAIChatClient:
         named = {k: body[k] for k in self._named if k in body}
         extra = {k: v for k, v in body.items() if k not in self._named}
         openai = self._openai
-        create = self._client.responses.create if self.api.name == "responses" else self._client.chat.completions.create
         try:
-            stream = create(**named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id})
+            stream = self._create(**named, extra_body=extra or None, extra_headers={"X-Request-Id": request_id})
         except openai.APITimeoutError:
             raise RequestFailed("timeout", "no response headers within REQUEST_TIMEOUT") from None
         except openai.APIStatusError as e:
@@ -81,7 +84,7 @@ class OpenAIChatClient:
         except ValueError as e:  # SSE data that is not JSON
             raise RequestFailed("protocol", f"SSE data is not JSON ({e})") from None
         end_s = time.monotonic()
-        if self.api.name == "responses":  # its end is an event the accumulator has seen, not a marker the SDK hides
+        if self._watch is None:  # the Responses API: its end is an event the accumulator has seen
             if acc.done_s is None and acc.stream_error is None:
                 raise RequestFailed("protocol", f"stream ended without {acc.end_mark}")
             return end_s

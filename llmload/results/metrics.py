@@ -58,6 +58,8 @@ class Metric:
     value (a span from the start), or for a pooled metric each gap's closing event."""
     figure: bool = False
     """A figure ``<name>_vs_users`` of its median (band to p90) against the setting the cells vary."""
+    prometheus: str = ""
+    """Its histogram at METRICS_PORT, after ``llmload_``: vLLM's own name for the server's view of it."""
     per_token: bool = False
     """A time per output token: the figure's axis says ms/token."""
 
@@ -87,18 +89,22 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("e2e", "e2e_s", "response_time_ms", "E2EL", "End-to-end latency", "End-to-end Latency",
-           "to [DONE], after the usage chunk", vllm="e2el", live=False),
+           "to [DONE], after the usage chunk", vllm="e2el", live=False, prometheus="e2e_request_latency_seconds"),
     Metric("ttft", "ttft_s", "ttft_ms", "TTFT", "Time to first token", "Time to First Token",
-           "to the first chunk carrying a token, reasoning or answer", vllm="ttft", chart=True, figure=True),
+           "to the first chunk carrying a token, reasoning or answer", vllm="ttft", chart=True, figure=True,
+           prometheus="time_to_first_token_seconds"),
     Metric("ttfvt", "ttfvt_s", "ttfvt_ms", "TTFVT", "Time to first visible token", "Time to First Visible Token",
-           "to the first answer (final-channel) token, after the reasoning", chart=True, figure=True),
+           "to the first answer (final-channel) token, after the reasoning", chart=True, figure=True,
+           prometheus="time_to_first_visible_token_seconds"),
     Metric("tpot", "tpot_s", "tpot_ms", "TPOT", "Time per output token", "Time per Output Token (excl. 1st token)",
-           "(E2E - TTFT) / (output tokens - 1)", needs_two_events=True, vllm="tpot", figure=True, per_token=True),
+           "(E2E - TTFT) / (output tokens - 1)", needs_two_events=True, vllm="tpot", figure=True, per_token=True,
+           prometheus="time_per_output_token_seconds"),
     Metric("itl", "itl_s", "itl_ms", "ITL", "Inter-token latency", "Inter-token Latency",
-           "gaps between chunks carrying tokens", pooled=True, needs_two_events=True, vllm="itl", chart=True),
+           "gaps between chunks carrying tokens", pooled=True, needs_two_events=True, vllm="itl", chart=True,
+           prometheus="inter_token_latency_seconds"),
     Metric("decode", "decode_s", "decode_ms", "decode time", "Decode time", "Decode Time (E2E - TTFT)",
            "E2E - TTFT: the stream after its first token (vLLM's server times it as request_decode_time_seconds)",
-           needs_two_events=True, figure=True),
+           needs_two_events=True, figure=True, prometheus="request_decode_time_seconds"),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 VLLM_ORDER = ("ttft", "tpot", "itl", "e2el")

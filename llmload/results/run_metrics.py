@@ -19,21 +19,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import generate_latest
 
 from llmload.results.histogram import LogHistogram, bucket_of, upper_edge_s
+from llmload.results.metrics import METRICS
+from llmload.results.metrics import Metric as TableRow
 from llmload.results.records import RequestRecord
 
-__all__ = ["RunMetrics", "render", "LATENCIES", "OUTCOMES", "LABELS", "PREFIX", "CHUNK_SAMPLES"]
+__all__ = ["RunMetrics", "render", "EXPORTED", "LATENCIES", "OUTCOMES", "LABELS", "PREFIX", "CHUNK_SAMPLES"]
 
 PREFIX = "llmload_"
 LABELS = ("run", "effort", "api", "gpu")
 """Every request family's labels: the run's folder, the request's reasoning_effort, the API, the GPU label."""
-LATENCIES = {
-    "time_to_first_token_seconds": "Time to the first token on any channel (reasoning or answer), as the client saw it.",
-    "time_to_first_visible_token_seconds": "Time to the first visible answer token (delta.content), as the client saw it.",
-    "inter_token_latency_seconds": "Gaps between consecutive token-bearing events, as the client saw them.",
-    "time_per_output_token_seconds": "(E2E - TTFT) / (output tokens - 1) per request, over the client's clock.",
-    "e2e_request_latency_seconds": "Request start to data: [DONE], as the client saw it.",
-}
-"""Histogram name (after PREFIX): help. vLLM's own are vllm:<name> (its TPOT: vllm:request_time_per_output_token_seconds)."""
+EXPORTED: tuple[TableRow, ...] = tuple(m for m in METRICS if m.prometheus)
+"""The metric table's rows with a histogram here (vLLM's own are vllm:<name>; its TPOT:
+vllm:request_time_per_output_token_seconds)."""
+LATENCIES = {m.prometheus: f"{m.title}, as the client saw it: {m.description}." for m in EXPORTED}
+"""Histogram name (after PREFIX): help."""
 OUTCOMES = ("ok", "connect", "timeout", "stream_error", "protocol", "disconnected", "tool_call_invalid", "interrupted")
 """llmload_requests_total's outcomes shown from the start at 0 (llmload/client/faults.py); http_<code> appear when seen."""
 FOLD_AT = 20_000
@@ -115,11 +114,12 @@ class RunMetrics:
         if not record.ok:
             return
         latencies = figures.latencies
-        latencies["time_to_first_token_seconds"].add(record.ttft_s)
-        latencies["time_to_first_visible_token_seconds"].add(record.ttfvt_s)
-        latencies["inter_token_latency_seconds"].add_all(record.itl_s)
-        latencies["time_per_output_token_seconds"].add(record.tpot_s)
-        latencies["e2e_request_latency_seconds"].add(record.e2e_s)
+        for m in EXPORTED:
+            latency = latencies[m.prometheus]
+            if m.pooled:
+                latency.add_all(getattr(record, m.record))
+            else:
+                latency.add(getattr(record, m.record))
         figures.prompt_tokens += record.prompt_tokens or 0
         figures.output_tokens += record.completion_tokens or 0
         figures.reasoning_tokens += record.reasoning_tokens or 0

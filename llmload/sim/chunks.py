@@ -29,7 +29,7 @@ class JsonText:
     it, ``"}`` the last (one token: ``{}``). A function call's arguments are one; so is a structured answer
     (response_format json). A broken one leaves the object unclosed; one cut by max_tokens is cut like a model's."""
 
-    __slots__ = ("tokens", "_open", "_close")
+    __slots__ = ("tokens", "_open", "_close", "_open_escaped", "_close_escaped")
 
     def __init__(self, key: str, tokens: int, broken: bool = False) -> None:
         self.tokens = tokens
@@ -38,6 +38,9 @@ class JsonText:
         self._close = '"' if broken else '"}'
         if tokens == 1:
             self._open = "{" if broken else "{}"
+        # Escaped once here: the words between need no escaping (WORD_BYTES), so a token costs no encoding.
+        self._open_escaped = orjson.dumps(self._open)[1:-1]
+        self._close_escaped = orjson.dumps(self._close)[1:-1]
 
     def piece(self, k: int) -> str:
         """The text of answer token ``k`` (1-based)."""
@@ -49,7 +52,11 @@ class JsonText:
 
     def escaped(self, k: int) -> bytes:
         """Answer token ``k``'s text as it stands inside a JSON string."""
-        return orjson.dumps(self.piece(k))[1:-1]
+        if k == 1:
+            return self._open_escaped
+        if k == self.tokens:
+            return self._close_escaped
+        return WORD_BYTES[(k - 2) % _N_WORDS]
 
     def text(self, tokens: int) -> str:
         """The text after ``tokens`` of them."""
@@ -138,7 +145,7 @@ class StreamEncoder:
         """An argument piece of the call; the first names the function, as vLLM's harmony parser sends it."""
         call = self.call
         assert call is not None
-        piece = orjson.dumps(call.piece(k))
+        piece = b'"%b"' % call.escaped(k)
         if k == 1:
             body = (self._head + b'"choices":[{"index":0,"delta":{"tool_calls":[{"id":%b,"type":"function","index":0,'
                     b'"function":{"name":%b,"arguments":%b}}]}' % (orjson.dumps(call.call_id), orjson.dumps(call.name), piece))

@@ -175,6 +175,8 @@ def test_generated_prompts_count_exactly_as_vllm_does(gptoss, tmp_path):
 def test_server_metrics_are_read(gptoss, tmp_path):
     sampler = MetricsSampler(gptoss, tmp_path / "metrics.jsonl", interval_s=0.5)
     sampler.start()
+    while not sampler.written and not sampler.failures:  # the first sample before the request (CI once missed 7 tokens)
+        time.sleep(0.01)
     _chat(gptoss, {"model": "tiny-gptoss", "messages": [{"role": "user", "content": "Count"}], "max_tokens": 20})
     time.sleep(1.0)
     sampler.stop()

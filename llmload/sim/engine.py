@@ -111,7 +111,7 @@ class Engine:
                max_tokens: int | None = None, ignore_eos: bool = False,
                sink: TokenSink | None = None, now_s: float | None = None, prompt_blocks: tuple[int, ...] = ()) -> Sequence:
         """Register an arrival; returns its Sequence (state FAILED if fault-injected). ``prompt_blocks``: the hashes
-        of its prompt's full KV blocks (tokens.prompt_block_hashes), for the prefix cache; none: nothing cached."""
+        of its prompt's full KV blocks (tokens.prompt_blocks), for the prefix cache; none: nothing cached."""
         if max_tokens is not None and max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         now = self._clock() if now_s is None else now_s

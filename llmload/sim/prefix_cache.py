@@ -33,11 +33,6 @@ class PrefixCache:
         self._free: OrderedDict[int, None] = OrderedDict()  # cached blocks nobody holds, least recently used first
         self._held: dict[Hashable, list[int]] = {}  # request -> the blocks it holds
 
-    @property
-    def free_blocks(self) -> int:
-        """Cached blocks no running request holds (evictable)."""
-        return len(self._free)
-
     def match(self, blocks: Sequence[int], tokens: int) -> tuple[int, int]:
         """(leading blocks cached, how many of them are free) for a request of ``tokens`` tokens whose full blocks
         hash to ``blocks``."""

@@ -30,7 +30,7 @@ class Sequence:
         self.index = index
         self.prompt_tokens = prompt_tokens
         self.prompt_blocks = prompt_blocks
-        """Hashes of the prompt's full KV blocks, for the prefix cache (tokens.prompt_block_hashes)."""
+        """Hashes of the prompt's full KV blocks, for the prefix cache (tokens.prompt_blocks)."""
         self.cached_tokens = 0
         """Prompt tokens its admission found in the prefix cache (set by the timing by its first token)."""
         self.reasoning_tokens = reasoning

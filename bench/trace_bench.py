@@ -5,7 +5,8 @@ prompts are built.
 dispatch  a made-up Mooncake trace of --rows requests at --rate requests/s (traces/make_samples.py's generator:
           bursty gamma gaps, shared blocks), replayed by what `make load` runs against a fresh built-in target
           with fixed timing (TTFT --ttft-ms, then each row's output length at --itl-ms; max_tokens from the trace,
-          capped by --max-output):
+          capped by --max-output), on a core of its own as `make load` places its built-in target
+          (processes.core_of_its_own; --shared-cores leaves both processes on every core):
 
               python -m llmload load HOST=<target> TRACE=<trace> OUT=<tmp>
 
@@ -17,11 +18,13 @@ build     a 10,000-row trace shaped like Mooncake's (inputs up to --build-max-bl
           count exact.
 
     python bench/trace_bench.py [--rate 200] [--rows 4000] [--build-rows 10000] [--build-max-blocks 24] [--repeats 1]
+                                [--shared-cores]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -39,6 +42,7 @@ sys.path.insert(0, str(REPO / "traces"))
 sys.path.insert(0, str(BENCH))
 
 import make_samples  # noqa: E402  the sample traces' generator
+from llmload.processes import core_of_its_own  # noqa: E402
 
 GOAL_LAG_P99_MS = 2.0
 GOAL_BUILD_S = 10.0
@@ -63,7 +67,8 @@ def dispatch_run(args: argparse.Namespace, tmp: Path, repeat: int) -> dict:
     command = [sys.executable, "-m", "llmload", "load", f"HOST={base_url}", f"TRACE={trace}", f"OUT={out}"]
     started_s = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=args.timeout_s)
+        with contextlib.nullcontext() if args.shared_cores else core_of_its_own(process.pid):
+            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=args.timeout_s)
     finally:
         stop_sim(process)
     if not (out / "summary.json").exists():
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build-max-blocks", type=int, default=24, help="the build trace's longest prompt, in blocks")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--timeout-s", type=float, default=900.0)
+    p.add_argument("--shared-cores", action="store_true", help="leave the target and the load on every core")
     p.add_argument("--skip-dispatch", action="store_true")
     p.add_argument("--skip-build", action="store_true")
     args = p.parse_args(argv)

@@ -14,14 +14,13 @@ import random
 import time
 from typing import Any, Callable
 
-import gevent
-from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 from locust.exception import StopUser
 
 from llmload.client.measure import ChatClient
 from llmload.loadtest.session import RunSession
+from llmload.loadtest.wake import make_due_waker
 from llmload.promptsets.conversation import Conversation
 from llmload.results.records import RequestRecord
 
@@ -51,15 +50,6 @@ class _ClientPool:
             client.close()
 
 
-def _stopped_before(due_s: float, stopping: Event) -> bool:
-    """Wait until ``due_s`` (monotonic); True if the test started stopping first."""
-    delay_s = due_s - time.monotonic()
-    if delay_s > 0:
-        return stopping.wait(timeout=delay_s)
-    gevent.sleep(0)  # behind schedule: still let the requests already spawned start
-    return stopping.is_set()
-
-
 Send = Callable[[int, ChatClient, Conversation, str, dict[str, Any]], RequestRecord]
 
 
@@ -75,6 +65,7 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
     slots = BoundedSemaphore(session.max_concurrency) if session.max_concurrency else None
     clients = _ClientPool(session.new_client)
     in_flight = Group()
+    waker = make_due_waker(session.stopping)
 
     def send_when_slot(ticket: int, conversation: Conversation, effort: str, fields: dict[str, Any]) -> RequestRecord:
         slot_wait_s = 0.0
@@ -113,11 +104,13 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
             if number is None:
                 break  # a trace's warm-ups outnumber its rows
             due_s = start_s + offset_s
-            if _stopped_before(due_s, session.stopping):
-                break
+            # Built before the wait: at the due instant only the request starts.
             conversation, effort = session.new_conversation(rng, warmup, session.arrival_prompt(number))
+            if waker.wait_until(due_s):
+                break
             in_flight.spawn(converse, ticket, due_s, conversation, effort)
         in_flight.join()
     finally:
         in_flight.kill(block=True)  # stopped by force: requests in flight are recorded as interrupted
         clients.close()
+        waker.close()

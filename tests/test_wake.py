@@ -1,0 +1,90 @@
+"""RATE's and TRACE's dispatcher wakes: never before the due instant, at once when the test stops; the built-in
+target's own core."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import gevent
+import pytest
+from gevent.event import Event
+
+from llmload.loadtest.wake import DueWaker, make_due_waker
+from llmload.processes import core_of_its_own
+
+WAKERS = {"timerfd where there is one": make_due_waker, "gevent's timer": DueWaker}
+
+
+@pytest.fixture(params=list(WAKERS))
+def waker_and_stop(request: pytest.FixtureRequest):
+    stopping = Event()
+    waker = WAKERS[request.param](stopping)
+    yield waker, stopping
+    waker.close()
+
+
+@pytest.mark.pure
+def test_the_linux_waker_is_the_timerfd_one() -> None:
+    waker = make_due_waker(Event())
+    try:
+        assert (type(waker) is not DueWaker) == sys.platform.startswith("linux")
+    finally:
+        waker.close()
+
+
+@pytest.mark.pure
+def test_a_wake_never_comes_before_its_due_instant(waker_and_stop) -> None:
+    waker, _ = waker_and_stop
+    for delay_s in (0.0004, 0.002, 0.0001, 0.003):  # a timer armed again after each wake
+        due_s = time.monotonic() + delay_s
+        assert waker.wait_until(due_s) is False
+        assert time.monotonic() >= due_s
+
+
+@pytest.mark.pure
+def test_behind_schedule_it_yields_once_so_the_requests_spawned_before_start(waker_and_stop) -> None:
+    waker, _ = waker_and_stop
+    started: list[int] = []
+    gevent.spawn(started.append, 1)
+    assert waker.wait_until(time.monotonic() - 1.0) is False
+    assert started == [1]
+
+
+@pytest.mark.pure
+def test_stopping_ends_a_wait_long_before_its_due_instant(waker_and_stop) -> None:
+    waker, stopping = waker_and_stop
+    gevent.spawn_later(0.01, stopping.set)
+    asked_s = time.monotonic()
+    assert waker.wait_until(asked_s + 3600.0) is True
+    assert time.monotonic() - asked_s < 3600.0  # returned: the hour never passed
+    assert waker.wait_until(time.monotonic() + 3600.0) is True  # already stopping: returns at once
+
+
+@pytest.mark.integration
+def test_the_built_in_target_gets_a_core_of_its_own_for_the_block_only() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with core_of_its_own(child.pid) as core:
+            if len(cores) < 2:
+                assert core is None and os.sched_getaffinity(child.pid) == set(cores)
+            else:
+                assert core == cores[-1]
+                assert os.sched_getaffinity(child.pid) == {cores[-1]}
+                assert os.sched_getaffinity(0) == set(cores[:-1])
+        assert os.sched_getaffinity(0) == set(cores)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.integration
+def test_a_target_already_gone_leaves_the_cores_shared() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    cores = os.sched_getaffinity(0)
+    with core_of_its_own(child.pid) as core:
+        assert core is None and os.sched_getaffinity(0) == cores

@@ -36,7 +36,7 @@ from typing import Sequence
 from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
-from llmload.listening import check_port_free
+from llmload.listening import check_port_free, free_loopback_port
 from llmload.loadtest.console import Progress, banner_lines
 from llmload.loadtest.preflight import check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
@@ -75,7 +75,11 @@ def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool,
             continue  # with REQUESTS (or TRACE) the test ends when the last request does
         argv.append(f"{o.flag}={values[o.dest]}")
     if options.workers:
-        argv.append(f"--processes={options.workers}")  # Locust forks the workers; this process is their master
+        # Locust forks the workers; this process is their master, on a free loopback port (Locust's default,
+        # *:5557, would listen on every interface and make two runs at once collide)
+        port = free_loopback_port()
+        argv += [f"--processes={options.workers}", "--master-bind-host=127.0.0.1", f"--master-bind-port={port}",
+                 f"--master-port={port}"]
     if options.expect_remote_workers:
         bind_host, bind_port = host_port(options.master_bind, "MASTER_BIND")
         argv += ["--master", f"--expect-workers={options.expect_remote_workers}",

@@ -7,7 +7,7 @@ import socket
 
 from llmload.errors import ConfigError
 
-__all__ = ["check_port_free"]
+__all__ = ["check_port_free", "free_loopback_port"]
 
 
 def check_port_free(key: str, host: str, port: int, who: str) -> None:
@@ -21,3 +21,10 @@ def check_port_free(key: str, host: str, port: int, who: str) -> None:
                 raise ConfigError(f"{key}={port}: {host}:{port} is taken ({who}); stop it or give another {key}") from None
             raise ConfigError(f"{key}={port}: {host}:{port} cannot be listened on ({e.strerror or e}); "
                               f"give another address or {key}") from None
+
+
+def free_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now: for a listener only this machine's processes reach."""
+    with socket.socket(socket.AF_INET) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -103,8 +103,22 @@ def _check_merged_run(out, measured, warmups, workers, served):
     return records
 
 
+def _listening_on_locusts_default_master_port():
+    """A listener on 127.0.0.1:5557, Locust's default master port (None where something else holds it already)."""
+    import socket
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 5557))
+    except OSError:
+        sock.close()
+        return None
+    sock.listen()
+    return sock
+
+
 def test_two_local_workers_send_every_record_once_to_the_master(tmp_path):
     process, url = start_sim(["--fixed-ttft-ms", "50", "--fixed-itl-ms", "10"])
+    taken = _listening_on_locusts_default_master_port()  # another run's master: the local workers' own is elsewhere
     try:
         out = tmp_path / "run"
         done = run_cli("load", f"HOST={url}", "USERS=4", "REQUESTS=20", "WARMUP_REQUESTS=4", "ORDER=sequence",
@@ -114,6 +128,8 @@ def test_two_local_workers_send_every_record_once_to_the_master(tmp_path):
             served = _served(response.read().decode())
     finally:
         stop_sim(process)
+        if taken is not None:
+            taken.close()
     records = _check_merged_run(out, 20, 4, 2, served)
     warmups = [r for r in records if r.warmup]
     measured = [r for r in records if not r.warmup]

@@ -117,6 +117,19 @@ def test_kv_capacity_limits_admission():
 
 
 @pytest.mark.pure
+def test_the_api_server_serves_tokens_and_requests_in_the_order_they_reach_it():
+    prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), frontend=Frontend(1.0, 0.5, 0.0))
+    eng, _ = _engine(prof)
+    first = Recorder()
+    eng.submit(100, max_tokens=200, ignore_eos=True, sink=first, now_s=0.0)  # the engine sees it at 1.5 s
+    eng.advance(1.6)
+    eng.submit(100, max_tokens=5, ignore_eos=True, now_s=1.6)  # reaches the API server at 2.6 s
+    eng.advance(math.inf)
+    # the first request's tokens from steps that ended before 2.6 s were not held behind the second's work
+    assert 1.6 < first.times[-1] < 2.6
+
+
+@pytest.mark.pure
 def test_itl_grows_with_running_count():
     prof = _instant_frontend()
     alone = _run(_engine(prof)[0], [100])[0].times

@@ -112,3 +112,14 @@ def test_the_api_server_queue_delays_tokens_once_it_is_the_bottleneck():
     # 64 streams x 2 ms per token outrun the engine's ~0.1 s steps: the API server sets the pace
     assert span(busy) > 1.5 * span(idle)
     assert span(busy) >= 256 * 100 * 0.002
+
+
+def test_a_request_on_its_way_does_not_delay_tokens_the_api_server_had_before_it():
+    # User A's one-token request ends at once and sends the next, which reaches the API server a second later;
+    # user B decodes meanwhile: first come, first served, its tokens go out as their steps end.
+    frontend = Frontend(latency_s=1.0, request_s=0.5, output_token_s=0.0)
+    runs = replay_closed_loop(EngineLimits(256, 2048, 10**6), TIMES, frontend, 2, [10, 10, 10], [1, 50, 1])
+    b = runs[1]
+    assert runs[2].sent_s < b.last_engine_s < runs[2].sent_s + frontend.latency_s
+    assert b.last_delivered_s == pytest.approx(b.last_engine_s)
+

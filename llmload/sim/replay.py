@@ -9,7 +9,7 @@ admission, prefill chunk and finish, not per token. Used by ``llmload calibrate`
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -52,11 +52,11 @@ class RequestTiming:
 
 
 class _Request:
-    __slots__ = ("index", "sent_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
+    __slots__ = ("index", "sent_s", "reached_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
 
-    def __init__(self, index: int, sent_s: float, arrival_s: float, prompt: int, output: int) -> None:
-        self.index, self.sent_s, self.arrival_s = index, sent_s, arrival_s
-        self.first_engine_s = self.first_delivered_s = 0.0
+    def __init__(self, index: int, sent_s: float, reached_s: float, prompt: int, output: int) -> None:
+        self.index, self.sent_s, self.reached_s = index, sent_s, reached_s
+        self.arrival_s = self.first_engine_s = self.first_delivered_s = 0.0
         self.work = Work(self, prompt, output)
 
 
@@ -65,7 +65,8 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
     """Play len(prompt_tokens) requests from ``users`` closed-loop clients; their timings in send order."""
     total = len(prompt_tokens)
     sched = StepScheduler(limits, times)
-    arrivals: list[tuple[float, int, _Request]] = []  # (engine arrival, index, request): through the API server
+    pending: deque[_Request] = deque()  # sent, not yet at the API server (latency_s): reaching it in send order
+    arrivals: deque[_Request] = deque()  # past the API server, in engine arrival order
     results: dict[int, RequestTiming] = {}
     state = {"frontend_free_s": 0.0, "next": 0}
 
@@ -74,12 +75,23 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
         if index >= total:
             return
         state["next"] = index + 1
-        arrival = max(at_s + frontend.latency_s, state["frontend_free_s"]) + frontend.request_s
-        state["frontend_free_s"] = arrival
-        request = _Request(index, at_s, arrival, prompt_tokens[index], output_tokens[index])
-        heapq.heappush(arrivals, (arrival, index, request))
+        pending.append(_Request(index, at_s, at_s + frontend.latency_s, prompt_tokens[index], output_tokens[index]))
+
+    def reach(until_s: float) -> None:
+        """The API server takes the requests that reached it by ``until_s``, in turn with the tokens queued before them."""
+        while pending and pending[0].reached_s <= until_s:
+            request = pending.popleft()
+            request.arrival_s = state["frontend_free_s"] = max(request.reached_s, state["frontend_free_s"]) + frontend.request_s
+            arrivals.append(request)
+
+    def next_arrival_s() -> float:
+        """When the engine next sees a request (none is stepping: no tokens can come before it)."""
+        if not arrivals:
+            reach(pending[0].reached_s)
+        return arrivals[0].arrival_s
 
     def deliver(end_s: float, outputs: int) -> float:
+        reach(end_s)  # first come, first served: a request that reached the API server first is served first
         out = max(end_s, state["frontend_free_s"]) + outputs * frontend.output_token_s
         state["frontend_free_s"] = out
         return out
@@ -88,14 +100,17 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
         send(0.0)
     now = 0.0
     while len(results) < total:
-        while arrivals and arrivals[0][0] <= now:
-            sched.add(heapq.heappop(arrivals)[2].work)
+        reach(now)
+        while arrivals and arrivals[0].arrival_s <= now:
+            sched.add(arrivals.popleft().work)
         if sched.idle:
-            now = arrivals[0][0]
+            now = next_arrival_s()
             continue
         skip = sched.pure_decode_steps()
         if skip > 1 and arrivals:
-            skip = min(skip, sched.decode_steps_within(arrivals[0][0] - now))
+            skip = min(skip, sched.decode_steps_within(arrivals[0].arrival_s - now))
+        if skip > 1 and pending:  # only the steps whose tokens reach the API server before the next request does
+            skip = min(skip, sched.decode_steps_ending_by(pending[0].reached_s - now))
         if skip > 1:
             decoders = len(sched.decoding)
             first_end = now + sched.decode_step_s(0)
@@ -110,7 +125,7 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
             continue
         duration = sched.plan()
         if duration is None:  # waiting for room that only a later arrival's step can free: wait for it
-            now = arrivals[0][0]
+            now = next_arrival_s()
             continue
         decoders = len(sched.decoding)
         end = now + duration

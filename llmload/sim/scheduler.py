@@ -271,6 +271,13 @@ class StepScheduler:
             k += 1
         return max(1, k)
 
+    def decode_steps_ending_by(self, span_s: float) -> int:
+        """How many of the next decode-only steps end by ``span_s`` (perhaps 0)."""
+        if span_s <= 0:
+            return 0
+        steps = self.decode_steps_within(span_s)
+        return steps if self.decode_steps_s(steps) <= span_s else steps - 1
+
     def skip(self, steps: int) -> None:
         """Take ``steps`` decode-only steps at once (``pure_decode_steps`` says how many may be)."""
         d = len(self.decoding)

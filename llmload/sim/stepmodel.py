@@ -45,7 +45,7 @@ class Frontend:
     """
 
     latency_s: float
-    """Every request's wait that holds no one else up (inter-process hops, awaits), before the engine sees it."""
+    """Every request's wait that holds no one else up (hops, awaits), before the API server takes it up in its turn."""
     request_s: float
     """The API server's own work on one request (rendering, tokenizing), one request after another."""
     output_token_s: float

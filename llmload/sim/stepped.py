@@ -2,8 +2,8 @@
 
 A request first waits ``frontend.latency_s`` and costs the API server ``frontend.request_s`` (then the engine sees it); the engine runs step after
 step while it has work (scheduler.py); when a step ends, every sequence it advanced has a token, and the API
-server, one process serving everything in turn, sends them after ``frontend.output_token_s`` each. All durations
-are divided by SPEEDUP.
+server, one process serving everything in turn (first come, first served), sends them after
+``frontend.output_token_s`` each. All durations are divided by SPEEDUP.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class SteppedTiming:
         self._request_s = profile.frontend.request_s * scale
         self._output_token_s = profile.frontend.output_token_s * scale
         self.sched = StepScheduler(profile.engine, profile.step, per_seq_s or 0.0)
+        self._pending: deque[tuple[float, Work]] = deque()  # (when it reaches the API server, work): after latency_s
         self._arrivals: deque[tuple[float, Work]] = deque()  # past the API server, not yet seen by the engine
         self._deliveries: deque[list] = deque()  # [due_s, sequences, next index]: tokens the API server sends
         self._frontend_free_s = -math.inf
@@ -46,7 +47,7 @@ class SteppedTiming:
 
     @property
     def waiting(self) -> int:
-        return len(self.sched.waiting) + len(self._arrivals)
+        return len(self.sched.waiting) + len(self._arrivals) + len(self._pending)
 
     @property
     def kv_used_tokens(self) -> int:
@@ -63,21 +64,29 @@ class SteppedTiming:
     def next_due_s(self) -> float | None:
         idle = self._step_end_s is None
         due = [t for t in (self._step_end_s, self._deliveries[0][0] if self._deliveries else None,
-                           self._arrivals[0][0] if self._arrivals and idle else None, 0.0 if self._kick and idle else None)
+                           self._arrivals[0][0] if self._arrivals and idle else None, 0.0 if self._kick and idle else None,
+                           self._pending[0][0] if self._pending and idle else None)
                if t is not None]
         return min(due) if due else None
 
     # ---- requests ------------------------------------------------------------------------------
     def add(self, seq: Sequence, now_s: float) -> None:
-        arrival = max(now_s + self._latency_s, self._frontend_free_s) + self._request_s
-        self._frontend_free_s = arrival
         seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens, seq.prompt_blocks)
         seq.admitted(now_s)
-        self._arrivals.append((arrival, seq.work))
+        self._pending.append((now_s + self._latency_s, seq.work))
+
+    def _reach(self, until_s: float) -> None:
+        """The API server takes the requests that reached it by ``until_s``, after the tokens queued before them."""
+        while self._pending and self._pending[0][0] <= until_s:
+            reached, work = self._pending.popleft()
+            self._frontend_free_s = max(reached, self._frontend_free_s) + self._request_s
+            self._arrivals.append((self._frontend_free_s, work))
 
     def cancel(self, seq: Sequence, now_s: float) -> None:
         work = seq.work
-        if work.state == WORK_WAITING and any(w is work for _, w in self._arrivals):
+        if work.state == WORK_WAITING and any(w is work for _, w in self._pending):
+            self._pending = deque((t, w) for t, w in self._pending if w is not work)
+        elif work.state == WORK_WAITING and any(w is work for _, w in self._arrivals):
             self._arrivals = deque((t, w) for t, w in self._arrivals if w is not work)
         else:
             self.sched.cancel(work)
@@ -94,6 +103,8 @@ class SteppedTiming:
         """Run every step end and send every token due at or before now_s (at most budget tokens)."""
         emitted = 0
         while budget is None or emitted < budget:
+            if self._pending:  # those that reach the API server before the running step ends are ahead of its tokens
+                self._reach(now_s if self._step_end_s is None else min(now_s, self._step_end_s))
             if self._step_end_s is None and self._kick:
                 self._kick = False
                 self._start_step(now_s)
@@ -126,6 +137,7 @@ class SteppedTiming:
             if w.gen == 1:  # its first token: what its first admission found cached is known for good
                 w.owner.cached_tokens = w.cached_tokens
         advanced += [w.owner for w in sampled]
+        self._reach(end_s)  # first come, first served: requests that reached the API server first go first
         if advanced:
             due = max(end_s, self._frontend_free_s) + len(advanced) * self._output_token_s
             self._frontend_free_s = due

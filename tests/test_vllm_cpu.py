@@ -217,8 +217,17 @@ def test_crosscheck_agrees_with_vllm_bench_on_a_model_without_reasoning(llama, t
     # The same prompts, lengths and concurrency: the same work done, so the same throughput and latency. TTFT by its
     # median: one request of each vLLM bench run (of 16) has taken ~60 ms against a median of ~11 ms (CI, 2026-12-04,
     # a quiet machine), which moved its mean outside the spreads while llmload's p99 stayed ~12 ms.
-    for metric in ("request_throughput_rps", "output_throughput_tok_s", "median_ttft_ms", "mean_e2e_ms"):
+    for metric in ("request_throughput_rps", "output_throughput_tok_s", "mean_e2e_ms"):
         assert result["within_spread"][metric], (metric, result["vllm_bench"][metric], result["llmload"][metric])
+    if not result["within_spread"]["median_ttft_ms"]:
+        # For whole sessions vLLM bench's client has read TTFT 4-7 ms later than llmload (CI, 2026-12-05: medians
+        # 13.5-16.1 ms against 8.8-9.8, while both agreed within their spreads minutes later): then the server referees,
+        # as at four users. A client sees the first token after the server made it, so llmload's TTFT is at least the
+        # server's own mean in each of its runs, and nearer to it than vLLM bench's is in its runs.
+        server, deviations = result["server_account"], result["deviation_from_server_pct"]
+        assert all(c >= s for c, s in zip(result["llmload"]["mean_ttft_ms"], server["llmload"]["mean_ttft_ms"])), result
+        assert (statistics.fmean(deviations["llmload"]["mean_ttft_ms"])
+                < statistics.fmean(deviations["vllm_bench"]["mean_ttft_ms"])), (result["vllm_bench"], result["llmload"], deviations)
     assert "| mean_ttft_ms |" in stdout and "role-only chunk" in stdout
 
 

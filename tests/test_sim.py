@@ -130,6 +130,20 @@ def test_the_api_server_serves_tokens_and_requests_in_the_order_they_reach_it():
 
 
 @pytest.mark.pure
+def test_the_servers_ttft_e2e_and_queue_time_start_at_its_engine_arrival():
+    """As vLLM's gpt-oss path stamps them: after the API server's latency_s and request_s, not at the HTTP request."""
+    prof = dataclasses.replace(lookup_profile("h100", "gpt-oss-20b"), frontend=Frontend(1.0, 0.5, 0.0))
+    eng, _ = _engine(prof)
+    alone = Recorder()
+    eng.submit(100, max_tokens=5, ignore_eos=True, sink=alone, now_s=0.0)
+    eng.advance(math.inf)
+    latency = eng.latency
+    assert latency.request_queue_time.sum == 0.0  # one request: nothing ahead of it in the engine's queue
+    assert latency.time_to_first_token.sum == pytest.approx(alone.times[0] - 1.5)
+    assert latency.e2e_request_latency.sum == pytest.approx(alone.times[-1] - 1.5)
+
+
+@pytest.mark.pure
 def test_itl_grows_with_running_count():
     prof = _instant_frontend()
     alone = _run(_engine(prof)[0], [100])[0].times

@@ -41,6 +41,8 @@ class Sequence:
         self.fail = False
         self.disconnect_after: int | None = None  # tokens delivered before a fault disconnect
         self.arrival_s = arrival_s
+        """Where vLLM's TTFT, E2E and queue time start: the request's arrival, or (stepped timing) its engine arrival,
+        after the API server's latency_s and request_s, as vLLM's gpt-oss path stamps it."""
         self.admit_s: float | None = None
         self.first_token_s: float | None = None
         self.last_token_s = 0.0

@@ -81,6 +81,7 @@ class SteppedTiming:
             reached, work = self._pending.popleft()
             self._frontend_free_s = max(reached, self._frontend_free_s) + self._request_s
             self._arrivals.append((self._frontend_free_s, work))
+            work.owner.arrival_s = self._frontend_free_s  # the server's own clock starts here (Sequence.arrival_s)
 
     def cancel(self, seq: Sequence, now_s: float) -> None:
         work = seq.work

@@ -171,7 +171,7 @@ def line_figure(data: FigureData, out: Path, dash_by: Sequence[str] = (), width:
             ticks = sorted({x for s in series.values() for x in s.x}, key=at)
             if data.x_setting in NUMERIC_AXES:
                 ax.set_xscale("log", base=2)
-            ax.set_xticks([at(t) for t in ticks], [str(t) for t in ticks])
+            ax.set_xticks([at(t) for t in ticks], [f"{t:g}" if isinstance(t, float) else str(t) for t in ticks])
             ax.margins(x=0.12)
             ax.set_ylim(bottom=0)
         figure_legend(fig, axes, [s for p in data.panels.values() for s in p.values()], markers, dashes, mix_styles)

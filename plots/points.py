@@ -22,15 +22,15 @@ __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE",
            "fmt", "x_axis", "grouped", "slo_value", "effort_parts", "by_turn"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
-AXES = ("users", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "api", "response_format", "prompts", "model",
+AXES = ("users", "rate", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "api", "response_format", "prompts", "model",
         "effort", "gpu")
 """The settings a scenario varies, in the order a figure prefers them as its x axis."""
-AXIS_LABELS = {"users": "concurrent users", "max_tokens": "max_tokens", "turns": "turns per conversation (TURNS)",
+AXIS_LABELS = {"users": "concurrent users", "rate": "arrivals per second (RATE)", "max_tokens": "max_tokens", "turns": "turns per conversation (TURNS)",
                "think_time": "think time (THINK_TIME)", "prefix_tokens": "shared prefix tokens (PREFIX_TOKENS)",
                "trace_speed": "trace speed (TRACE_SPEED)", "api": "API (chat or responses)",
                "response_format": "structured output (RESPONSE_FORMAT)", "prompts": "prompt set", "model": "model",
                "effort": "reasoning effort", "gpu": "GPU"}
-NUMERIC_AXES = ("users", "max_tokens")
+NUMERIC_AXES = ("users", "rate", "max_tokens")
 THIN_SAMPLE = 20
 """A point that stands on fewer requests than this is marked thin (drawn hollow, its n in red)."""
 
@@ -125,6 +125,8 @@ def fmt(attr: str, value: Any) -> str:
         return f"in {value}" if value else ""
     if attr == "users":
         return f"u{value}"
+    if attr == "rate":
+        return f"RATE={value:g}" if value else "closed loop"
     if attr == "max_tokens":
         return f"max_tokens={value or 'unset'}"
     if attr in ("turns", "think_time", "prefix_tokens"):
@@ -140,9 +142,11 @@ def fmt(attr: str, value: Any) -> str:
 
 
 def x_axis(cells: Sequence[MeasuredCell], exclude: Sequence[str] = ()) -> str:
-    """The setting the cells vary, first in AXES order (users when nothing varies: a lone run); effort parts aside."""
+    """The setting the cells vary, first in AXES order; effort parts aside. When nothing varies (a lone run): RATE
+    when every run kept one, else users (an open loop's one dispatching user says nothing of its load)."""
     runs = [c for c in cells if not c.mix] or cells
-    return next((a for a in AXES if a not in exclude and a in varying(runs, AXES)), "users")
+    lone = "rate" if all(c.rate for c in runs) else "users"
+    return next((a for a in AXES if a not in exclude and a in varying(runs, AXES)), lone)
 
 
 def slo_value(cells: Sequence[MeasuredCell], metric: Plotted) -> float | None:

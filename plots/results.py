@@ -93,6 +93,11 @@ class MeasuredCell:
         return int(self.value("USERS") or 0)
 
     @property
+    def rate(self) -> float:
+        """RATE's arrivals per second; 0 in closed loop (and for a trace: its own times are the schedule)."""
+        return float(self.value("RATE") or 0.0)
+
+    @property
     def max_tokens(self) -> int:
         return int(self.value("MAX_TOKENS") or 0)
 

@@ -144,6 +144,22 @@ def test_every_figure_plots_against_the_setting_the_cells_vary(sweeps, tmp_path)
 
 
 @pytest.mark.integration
+def test_runs_that_differ_in_rate_plot_against_it_each_its_own_point(tmp_path):
+    # Open-loop runs all have one dispatching user: plotted against users, RATE=4 hid RATE=2 (one x, one point).
+    for rate in (2, 4):
+        done = run_cli("load", f"RATE={rate}", "REQUESTS=12", "WARMUP_REQUESTS=0", "SPEEDUP=10", "MAX_TOKENS=20",
+                       "EFFORT=low", f"OUT={tmp_path / f'rate{rate}'}", timeout_s=180)
+        assert done.returncode == 0, done.stderr[-2000:]
+    cells = [c for rate in (2, 4) for c in load_results(tmp_path / f"rate{rate}").cells]
+    data = fig1_response_time(cells, tmp_path / "figures")
+    assert data.x_setting == "rate" and "RATE" in data.xlabel
+    (series,) = [s for panel in data.panels.values() for s in panel.values()]
+    assert series.x == (2.0, 4.0) and series.n == (12, 12)
+    lone = fig1_response_time(cells[:1], tmp_path / "lone")  # a lone open-loop run: at its RATE, not at "1 user"
+    assert lone.x_setting == "rate"
+
+
+@pytest.mark.integration
 def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     cells = load_results(sweeps["h100"]).cells
     first = cells[0]

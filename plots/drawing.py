@@ -89,9 +89,13 @@ def panel_grid(n: int, width: float = 3.8, height: float = 3.0, max_cols: int = 
     return fig, flat[:n]
 
 
-def stamp_of(cells: Sequence[MeasuredCell]) -> str:
-    """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements."""
-    return rehearsal_stamp({rehearsal_label(c.served_by) for c in cells if is_rehearsal(c.served_by)})
+def stamp_of(cells: Sequence[MeasuredCell], scaled: bool = True) -> str:
+    """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements. ``scaled``: the
+    figure shows a sped-up rehearsal's times and rates as predicted for the GPU it played (MeasuredCell.metric)."""
+    rehearsals = [c for c in cells if is_rehearsal(c.served_by)]
+    played = sorted({f"{c.gpu} (times x{c.speedup:g}, rates /{c.speedup:g})" for c in rehearsals if scaled and c.speedup != 1.0})
+    return (rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals})
+            + ("; drawn as predicted for " + ", ".join(played) if played else ""))
 
 
 def rehearsal_stamp(labels: Iterable[str]) -> str:

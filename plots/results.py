@@ -16,8 +16,8 @@ from typing import Any
 
 from llmload.errors import ResultsError
 from llmload.options import config_name, option_by_key
-from llmload.results.provenance import bare_model_name
-from llmload.results.provenance import served_by_of
+from llmload.results.predicted import played_factor
+from llmload.results.provenance import bare_model_name, rehearsal_speedup, served_by_of
 from llmload.results.records import record_rows
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import Measures, Summary, metric_ci95, metric_value
@@ -136,17 +136,30 @@ class MeasuredCell:
             out.append((key, json.dumps(value, sort_keys=True)))
         return tuple(out)
 
+    @property
+    def speedup(self) -> float:
+        """A rehearsal's SPEEDUP (its figures are read as predicted for the GPU it played); 1 for a real server."""
+        return rehearsal_speedup(self.served_by)
+
     def metric(self, path: str) -> float | None:
-        """A summary number by dotted path (``response_time_ms.median``); None when this run has none.
+        """A summary number by dotted path (``response_time_ms.median``); None when this run has none. A rehearsal's
+        times and rates are the played GPU's (x SPEEDUP, / SPEEDUP), as its summary's ``predicted`` block has them.
 
         A path that names no Summary field raises ResultsError: a misspelt metric must not silently
         leave a figure empty.
         """
-        return metric_value(self.summary, path)
+        value = metric_value(self.summary, path)
+        return None if value is None else value * self._played(path)
 
     def ci95(self, path: str) -> tuple[float, float] | None:
-        """The 95% interval summary.json keeps beside the number at ``path`` (``median_ci95`` beside ``median``), if any."""
-        return metric_ci95(self.summary, path)
+        """The 95% interval summary.json keeps beside the number at ``path`` (``median_ci95`` beside ``median``), if
+        any; a rehearsal's scaled as its number is."""
+        ci = metric_ci95(self.summary, path)
+        return None if ci is None else (ci[0] * self._played(path), ci[1] * self._played(path))
+
+    def _played(self, path: str) -> float:
+        field, _, statistic = path.partition(".")
+        return 1.0 if statistic == "count" else played_factor(field, self.speedup)
 
     def output_tokens(self) -> list[int]:
         """Each successful request's output token count, read fast (only the fields needed); an effort part's own only."""

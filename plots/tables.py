@@ -127,7 +127,8 @@ def served_by_short(cell: MeasuredCell) -> str:
     if s is None:
         return "not recorded"
     if is_rehearsal(s):
-        return f"REHEARSAL {s.get('name')} {s.get('gpu_profile')} {s.get('speedup') or 1:g}x"
+        scaled = ", times and rates scaled back" if cell.speedup != 1.0 else ""  # MeasuredCell.metric
+        return f"REHEARSAL {s.get('name')} {s.get('gpu_profile')} {s.get('speedup') or 1:g}x{scaled}"
     return f"server {s.get('version') or '(no /version)'}"
 
 

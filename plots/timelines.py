@@ -16,7 +16,7 @@ __all__ = ["server_timeline", "kv_cache_timeline"]
 def server_timeline(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """Small multiples, one per cell: requests running and waiting (KV-cache usage: kv_cache_timeline)."""
     data = FigureData("server_timeline", "Server: requests running and waiting over each cell",
-                      "time in cell (s)", "requests", stamp=stamp_of(cells))
+                      "time in cell (s)", "requests", stamp=stamp_of(cells, scaled=False))
     for c in cells:
         samples = c.server_samples
         if not samples:
@@ -38,7 +38,7 @@ def server_timeline(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
 def kv_cache_timeline(cells: Sequence[MeasuredCell], out: Path) -> FigureData:
     """Small multiples, one per cell: the server's KV-cache usage (%) over the cell."""
     data = FigureData("kv_cache_timeline", "Server: KV-cache usage over each cell", "time in cell (s)", "KV cache used (%)",
-                      stamp=stamp_of(cells))
+                      stamp=stamp_of(cells, scaled=False))
     for c in cells:
         kv = [(s.t_s, 100.0 * s.kv_cache_usage) for s in c.server_samples if s.kv_cache_usage is not None]
         if kv:

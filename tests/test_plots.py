@@ -155,6 +155,13 @@ def test_runs_that_differ_in_rate_plot_against_it_each_its_own_point(tmp_path):
     assert data.x_setting == "rate" and "RATE" in data.xlabel
     (series,) = [s for panel in data.panels.values() for s in panel.values()]
     assert series.x == (2.0, 4.0) and series.n == (12, 12)
+    # Rehearsals at SPEEDUP 10: drawn as predicted for the GPU they played, as the console and summary.json give them.
+    assert series.y == tuple(c.summary.predicted.response_time_ms.median for c in cells)
+    assert series.y == tuple(c.summary.response_time_ms.median * 10 for c in cells)
+    assert data.stamp.endswith("not a measurement; drawn as predicted for h100 (times x10, rates /10)")
+    requests_per_s = fig2_requests_per_s(cells, tmp_path / "figures")
+    (rates,) = [s for panel in requests_per_s.panels.values() for s in panel.values()]
+    assert rates.y == pytest.approx([c.summary.predicted.rps for c in cells])
     lone = fig1_response_time(cells[:1], tmp_path / "lone")  # a lone open-loop run: at its RATE, not at "1 user"
     assert lone.x_setting == "rate"
 
@@ -169,8 +176,11 @@ def test_intervals_slos_and_thin_samples_when_present(sweeps, tmp_path):
     data = METRIC_FIGURES["ttft_vs_users"](changed, tmp_path)
     assert data.slo == 250.0
     points = [(s.ci95[i], s.thin[i]) for panel in data.panels.values() for s in panel.values() for i in range(len(s.x))]
-    assert ((1.0, 99.0), True) in points  # the interval issue-15 adds to summary.json; n=3 is thin
-    assert sum(ci == (1.0, 99.0) for ci, _ in points) == 1  # the other cells keep their own intervals
+    # The interval issue-15 adds to summary.json; n=3 is thin. These cells are rehearsals at SPEEDUP 4: drawn, as
+    # their times are, for the GPU they played (x SPEEDUP).
+    drawn = (1.0 * first.speedup, 99.0 * first.speedup)
+    assert first.speedup == 4.0 and (drawn, True) in points
+    assert sum(ci == drawn for ci, _ in points) == 1  # the other cells keep their own intervals
 
 
 @pytest.mark.integration
@@ -248,7 +258,9 @@ def test_compare_math_with_literal_numbers():
 def test_compare_table_from_cells(sweeps):
     a, b = load_results(sweeps["h100"]), load_results(sweeps["a100"])
     def with_numbers(cell, tok_s, tpot, out_mean):
-        summary = replace(cell.summary, total_throughput_tok_s=tok_s, tpot_ms=replace(cell.summary.tpot_ms, mean=tpot),
+        """The figures the played GPU would show: the rehearsal's summary holds them sped up SPEEDUP times."""
+        summary = replace(cell.summary, total_throughput_tok_s=tok_s * cell.speedup,
+                          tpot_ms=replace(cell.summary.tpot_ms, mean=tpot / cell.speedup),
                           output_tokens=replace(cell.summary.output_tokens, mean=out_mean))
         return replace(cell, summary=summary)
     x = next(c for c in a.cells if c.label == "gpt-oss-120b low u1")

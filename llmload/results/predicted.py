@@ -10,7 +10,12 @@ from typing import Any
 from llmload.results.metrics import METRICS
 from llmload.results.provenance import is_rehearsal
 
-__all__ = ["Times", "Predicted", "predicted_label", "scaled_distribution", "scaled_interval", "predict_played"]
+__all__ = ["Times", "Predicted", "RATE_FIELDS", "predicted_label", "played_factor", "scaled_distribution", "scaled_interval",
+           "predict_played"]
+
+RATE_FIELDS = ("rps", "output_throughput_tok_s", "total_throughput_tok_s", "goodput_rps")
+"""Summary fields that are rates: a rehearsal's divided by SPEEDUP (each with its ``_ci95``)."""
+_TIME_FIELDS = frozenset(("duration_s", *(m.summary for m in METRICS)))
 
 
 @dataclass(frozen=True)
@@ -81,21 +86,26 @@ def scaled_distribution(d: Any, factor: float) -> Times:
                  p99_ci95=scaled_interval(d.p99_ci95, factor))
 
 
+def played_factor(field: str, speedup: float) -> float:
+    """What turns a rehearsal's summary field (``ttft_ms``, ``rps``, ...) into the played GPU's: times x SPEEDUP,
+    rates / SPEEDUP, counts and shares as they are."""
+    if field in _TIME_FIELDS:
+        return speedup
+    return 1.0 / speedup if field in RATE_FIELDS else 1.0
+
+
 def predict_played(measures: Any, served_by: dict[str, Any] | None) -> Predicted | None:
     """The figures of ``measures`` for the GPU a rehearsal played; None for a real server's run."""
     if not is_rehearsal(served_by):
         return None
     assert served_by is not None
     n = float(served_by.get("speedup") or 1.0)
-    rate = 1.0 / n
+    rates: dict[str, Any] = {}
+    for field in RATE_FIELDS:
+        value = getattr(measures, field)
+        rates[field] = None if value is None else value / n
+        rates[f"{field}_ci95"] = scaled_interval(getattr(measures, f"{field}_ci95"), 1.0 / n)
     return Predicted(
         label=predicted_label(served_by), gpu=str(served_by.get("gpu_profile") or "?"), profile=served_by.get("profile"),
-        profile_kind=served_by.get("profile_kind"), speedup=n, duration_s=measures.duration_s * n,
-        rps=measures.rps * rate, rps_ci95=scaled_interval(measures.rps_ci95, rate),
-        output_throughput_tok_s=measures.output_throughput_tok_s * rate,
-        output_throughput_tok_s_ci95=scaled_interval(measures.output_throughput_tok_s_ci95, rate),
-        total_throughput_tok_s=measures.total_throughput_tok_s * rate,
-        total_throughput_tok_s_ci95=scaled_interval(measures.total_throughput_tok_s_ci95, rate),
-        goodput_rps=None if measures.goodput_rps is None else measures.goodput_rps * rate,
-        goodput_rps_ci95=scaled_interval(measures.goodput_rps_ci95, rate),
+        profile_kind=served_by.get("profile_kind"), speedup=n, duration_s=measures.duration_s * n, **rates,
         **{m.summary: scaled_distribution(getattr(measures, m.summary), n) for m in METRICS})

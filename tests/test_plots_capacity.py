@@ -24,13 +24,17 @@ def _record(i: int, ttft_s: float, effort: str):
                        completion_tokens=10, answered=True, effort=effort)
 
 
-def _capacity_out(tmp_path, answer=2, ci95=(1, 3)):
-    """Three steps, USERS 1, 2, 4: low's median TTFT is 100 ms per user, high's 200 ms per user."""
+def _capacity_out(tmp_path, answer=2, ci95=(1, 3), speedup=None):
+    """Three steps, USERS 1, 2, 4: low's median TTFT is 100 ms per user, high's 200 ms per user (``speedup``: a
+    rehearsal's, that many times less)."""
     steps = []
+    config = {"slo": SLO, "effort": "mix:low=1,high=1"}
+    if speedup is not None:
+        config["served_by"] = {"rehearsal": True, "name": "llmload.sim", "gpu_profile": "h100", "speedup": speedup}
     for users in (1, 2, 4):
-        records = [_record(i, 0.1 * users, "low") for i in range(30)] + [_record(i, 0.2 * users, "high") for i in range(30)]
-        summary = summarize(records, {"slo": SLO, "effort": "mix:low=1,high=1"}, slos=parse_slos(SLO),
-                            mix_efforts=mixed_efforts("mix:low=1,high=1"))
+        fast = speedup or 1.0
+        records = [_record(i, 0.1 * users / fast, "low") for i in range(30)] + [_record(i, 0.2 * users / fast, "high") for i in range(30)]
+        summary = summarize(records, config, slos=parse_slos(SLO, fast), mix_efforts=mixed_efforts("mix:low=1,high=1"))
         key = f"step-u{users}"
         (tmp_path / "cells" / key).mkdir(parents=True)
         write_summary(tmp_path / "cells" / key, summary)
@@ -51,6 +55,17 @@ def test_each_effort_of_a_mix_is_a_line_beside_the_whole_run(tmp_path):
     assert [p.passed for p in panel.lines["high"]] == [True, True, False]
     assert all(p.ci95_ms[0] <= p.value_ms <= p.ci95_ms[1] for p in panel.lines["low"])
     assert [s[:2] for s in plot.steps] == [(1.0, True), (2.0, True), (4.0, False)] and plot.answer == 2
+
+
+def test_a_rehearsals_steps_are_drawn_as_predicted_for_the_gpu_it_played(tmp_path):
+    # At SPEEDUP 4 the target answered 4x faster and each step was judged against a limit 4x lower; drawn, both are
+    # the played GPU's: the same figure as the one-to-one run, stamped so.
+    plot = load_capacity(_capacity_out(tmp_path, speedup=4.0))
+    (panel,) = plot.panels
+    assert panel.limit_ms == pytest.approx(500.0)
+    assert [p.value_ms for p in panel.lines["high"]] == pytest.approx([200.0, 400.0, 800.0])
+    assert [p.passed for p in panel.lines["high"]] == [True, True, False]
+    assert plot.rehearsals == ("REHEARSAL (built-in target playing h100, SPEEDUP 4x); drawn as predicted for h100 (times x4)",)
 
 
 def test_the_figure_draws_every_line_the_limit_and_the_answer(tmp_path):

@@ -7,7 +7,6 @@ read out of monitoring/llmload-vllm.json, so the tests query exactly what the bo
 import json
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -20,14 +19,10 @@ from typing import Any, Iterator
 
 import yaml
 
+from llmload.listening import free_loopback_port as free_port
+
 MONITORING = Path(__file__).resolve().parents[1] / "monitoring"
 BOARD = MONITORING / "llmload-vllm.json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def board_expressions() -> list[str]:

@@ -9,12 +9,7 @@ import orjson
 import pytest
 
 from conftest import REPO, run_cli
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from llmload.listening import free_loopback_port as free_port
 
 
 _HELD: list[socket.socket] = []

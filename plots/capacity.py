@@ -56,6 +56,8 @@ class CapacityPlot:
     """REHEARSAL with its factor, one per factor, when the steps ran against the built-in target."""
     conversations: bool = False
     """The steps' users held conversations (TURNS above 1): RATE counts conversations started per second."""
+    played: tuple[str, ...] = ()
+    """Each GPU a sped-up rehearsal's steps are drawn for, with the factor their times took (``h100 (times x4)``)."""
 
 
 def _points(results: Sequence[SloResult], load: float, speedup: float) -> dict[str, SloPoint]:
@@ -75,6 +77,7 @@ def load_capacity(out: Path) -> CapacityPlot:
     lines: dict[str, dict[str, list[SloPoint]]] = {}  # slo -> line -> points
     limits: dict[str, float] = {}
     stamps: set[str] = set()
+    played: set[str] = set()
     turns: set[str] = set()
     for step in steps:
         cell = Path(out) / "cells" / step.key
@@ -82,8 +85,9 @@ def load_capacity(out: Path) -> CapacityPlot:
         served_by = served_by_of(summary.config if summary else {})
         speedup = rehearsal_speedup(served_by)
         if is_rehearsal(served_by):
-            stamps.add(rehearsal_label(served_by) + (f"; drawn as predicted for {served_by.get('gpu_profile') or '?'} "
-                                                     f"(times x{speedup:g})" if speedup != 1.0 else ""))
+            stamps.add(rehearsal_label(served_by))
+            if speedup != 1.0:
+                played.add(f"{served_by.get('gpu_profile') or '?'} (times x{speedup:g})")
         if summary is not None:
             turns.add(str(summary.config.get("turns") or "1").strip())
         parts = {WHOLE_RUN: summary.slo, **{e: m.slo for e, m in summary.by_effort.items()}} if summary else {WHOLE_RUN: step.slo}
@@ -95,4 +99,4 @@ def load_capacity(out: Path) -> CapacityPlot:
                    for slo, by_line in lines.items())
     return CapacityPlot(result.by, result.answer, result.answer_ci95, result.stopped_because, panels,
                         tuple((float(s.load), s.passed, s.stopped_early) for s in steps), tuple(sorted(stamps)),
-                        any(t != "1" for t in turns))
+                        any(t != "1" for t in turns), tuple(sorted(played)))

@@ -36,7 +36,7 @@ def capacity_figure(plot: CapacityPlot, out: Path, name: str = "capacity") -> Fi
     bounds = ", ".join("n/a" if b is None else f"{b:g}" for b in plot.answer_ci95)
     data = FigureData(name, f"Capacity: {'USERS' if plot.by == 'users' else 'RATE'}={shown} meets every SLO "
                             f"(95% interval [{bounds}])\nthe search stopped because {plot.stopped_because}",
-                      searched, "ms", stamp=rehearsal_stamp(plot.rehearsals), x_setting=plot.by)
+                      searched, "ms", stamp=rehearsal_stamp(plot.rehearsals, plot.played), x_setting=plot.by)
     for panel in plot.panels:
         data.panels[panel.slo] = {line: Series(tuple(p.load for p in points if p.value_ms is not None),
                                                tuple(p.value_ms for p in points if p.value_ms is not None),

@@ -94,13 +94,16 @@ def stamp_of(cells: Sequence[MeasuredCell], scaled: bool = True) -> str:
     figure shows a sped-up rehearsal's times and rates as predicted for the GPU it played (MeasuredCell.metric)."""
     rehearsals = [c for c in cells if is_rehearsal(c.served_by)]
     played = sorted({f"{c.gpu} (times x{c.speedup:g}, rates /{c.speedup:g})" for c in rehearsals if scaled and c.speedup != 1.0})
-    return (rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals})
-            + ("; drawn as predicted for " + ", ".join(played) if played else ""))
+    return rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals}, played)
 
 
-def rehearsal_stamp(labels: Iterable[str]) -> str:
-    shown = sorted(labels)
-    return "; ".join(shown) + ": simulated timings, not a measurement" if shown else ""
+def rehearsal_stamp(labels: Iterable[str], played: Iterable[str] = ()) -> str:
+    """The labels, and ``played``: each GPU a sped-up rehearsal is drawn for, with its factors (``h100 (times x4)``)."""
+    shown, scaled = sorted(labels), sorted(played)
+    if not shown:
+        return ""
+    return "; ".join(shown) + ": simulated timings, not a measurement" + (
+        "; drawn as predicted for " + ", ".join(scaled) if scaled else "")
 
 
 def save_figure(fig, out: Path, name: str, title: str, stamp: str = "") -> list[Path]:

@@ -65,7 +65,9 @@ def test_a_rehearsals_steps_are_drawn_as_predicted_for_the_gpu_it_played(tmp_pat
     assert panel.limit_ms == pytest.approx(500.0)
     assert [p.value_ms for p in panel.lines["high"]] == pytest.approx([200.0, 400.0, 800.0])
     assert [p.passed for p in panel.lines["high"]] == [True, True, False]
-    assert plot.rehearsals == ("REHEARSAL (built-in target playing h100, SPEEDUP 4x); drawn as predicted for h100 (times x4)",)
+    assert plot.rehearsals == ("REHEARSAL (built-in target playing h100, SPEEDUP 4x)",) and plot.played == ("h100 (times x4)",)
+    stamp = capacity_figure(plot, tmp_path).stamp
+    assert stamp.endswith("not a measurement; drawn as predicted for h100 (times x4)")
 
 
 def test_the_figure_draws_every_line_the_limit_and_the_answer(tmp_path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .scheduler import StepScheduler, Work
-from .stepmodel import EngineLimits, Frontend, StepTimes
+from .stepmodel import ApiServer, EngineLimits, Frontend, StepTimes
 
 __all__ = ["RequestTiming", "replay_closed_loop"]
 
@@ -52,10 +52,10 @@ class RequestTiming:
 
 
 class _Request:
-    __slots__ = ("index", "sent_s", "reached_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
+    __slots__ = ("index", "sent_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
 
-    def __init__(self, index: int, sent_s: float, reached_s: float, prompt: int, output: int) -> None:
-        self.index, self.sent_s, self.reached_s = index, sent_s, reached_s
+    def __init__(self, index: int, sent_s: float, prompt: int, output: int) -> None:
+        self.index, self.sent_s = index, sent_s
         self.arrival_s = self.first_engine_s = self.first_delivered_s = 0.0
         self.work = Work(self, prompt, output)
 
@@ -65,36 +65,33 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
     """Play len(prompt_tokens) requests from ``users`` closed-loop clients; their timings in send order."""
     total = len(prompt_tokens)
     sched = StepScheduler(limits, times)
-    pending: deque[_Request] = deque()  # sent, not yet at the API server (latency_s): reaching it in send order
+    api = ApiServer(frontend)
     arrivals: deque[_Request] = deque()  # past the API server, in engine arrival order
     results: dict[int, RequestTiming] = {}
-    state = {"frontend_free_s": 0.0, "next": 0}
+    state = {"next": 0}
 
     def send(at_s: float) -> None:
         index = state["next"]
         if index >= total:
             return
         state["next"] = index + 1
-        pending.append(_Request(index, at_s, at_s + frontend.latency_s, prompt_tokens[index], output_tokens[index]))
+        api.send(_Request(index, at_s, prompt_tokens[index], output_tokens[index]), at_s)
 
     def reach(until_s: float) -> None:
         """The API server takes the requests that reached it by ``until_s``, in turn with the tokens queued before them."""
-        while pending and pending[0].reached_s <= until_s:
-            request = pending.popleft()
-            request.arrival_s = state["frontend_free_s"] = max(request.reached_s, state["frontend_free_s"]) + frontend.request_s
+        for arrival_s, request in api.reach(until_s):
+            request.arrival_s = arrival_s
             arrivals.append(request)
 
     def next_arrival_s() -> float:
         """When the engine next sees a request (none is stepping: no tokens can come before it)."""
         if not arrivals:
-            reach(pending[0].reached_s)
+            reach(api.pending[0][0])
         return arrivals[0].arrival_s
 
     def deliver(end_s: float, outputs: int) -> float:
         reach(end_s)  # first come, first served: a request that reached the API server first is served first
-        out = max(end_s, state["frontend_free_s"]) + outputs * frontend.output_token_s
-        state["frontend_free_s"] = out
-        return out
+        return api.deliver(end_s, outputs)
 
     for _ in range(min(users, total)):
         send(0.0)
@@ -109,17 +106,16 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
         skip = sched.pure_decode_steps()
         if skip > 1 and arrivals:
             skip = min(skip, sched.decode_steps_within(arrivals[0].arrival_s - now))
-        if skip > 1 and pending:  # only the steps whose tokens reach the API server before the next request does
-            skip = min(skip, sched.decode_steps_ending_by(pending[0].reached_s - now))
+        if skip > 1 and api.pending:  # only the steps whose tokens reach the API server before the next request does
+            skip = min(skip, sched.decode_steps_ending_by(api.pending[0][0] - now))
         if skip > 1:
             decoders = len(sched.decoding)
             first_end = now + sched.decode_step_s(0)
             span = sched.decode_steps_s(skip)
-            free = state["frontend_free_s"]
             # The API server's queue after ``skip`` steps of ``decoders`` tokens each: its worst backlog is at
             # the first step or the last (step times only grow), so the closed form is exact.
-            work = decoders * frontend.output_token_s
-            state["frontend_free_s"] = max(free + skip * work, first_end + skip * work, now + span + work)
+            work = decoders * api.output_token_s
+            api.free_s = max(api.free_s + skip * work, first_end + skip * work, now + span + work)
             sched.skip(skip)
             now += span
             continue

@@ -17,9 +17,11 @@ Durations in seconds, counts in tokens. Pure arithmetic: no clock, no state.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["StepTimes", "Frontend", "EngineLimits", "experts_read", "step_time_s", "prefill_pairs"]
+__all__ = ["StepTimes", "Frontend", "ApiServer", "EngineLimits", "experts_read", "step_time_s", "prefill_pairs"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,41 @@ class Frontend:
     """The API server's own work on one request (rendering, tokenizing), one request after another."""
     output_token_s: float
     """Detokenizing, parsing and sending one output token."""
+
+
+class ApiServer:
+    """A Frontend at work, first come, first served: a request reaches it ``latency_s`` after it was sent and takes
+    ``request_s`` in its turn (then the engine sees it); a step's tokens take ``output_token_s`` each, in turn with the
+    requests that reached it before the step ended. The live target (stepped.py) and the replay (replay.py) share it."""
+
+    __slots__ = ("latency_s", "request_s", "output_token_s", "free_s", "pending")
+
+    def __init__(self, frontend: Frontend, scale: float = 1.0) -> None:
+        self.latency_s = frontend.latency_s * scale
+        self.request_s = frontend.request_s * scale
+        self.output_token_s = frontend.output_token_s * scale
+        self.free_s = -math.inf
+        """When it has done everything handed to it so far."""
+        self.pending: deque[tuple[float, Any]] = deque()
+        """(when it reaches the API server, request): sent, still on the way (latency_s)."""
+
+    def send(self, request: Any, sent_s: float) -> None:
+        self.pending.append((sent_s + self.latency_s, request))
+
+    def reach(self, until_s: float) -> list[tuple[float, Any]]:
+        """The requests that reached it by ``until_s``, each with when the engine sees it, in that order."""
+        passed = []
+        pending = self.pending
+        while pending and pending[0][0] <= until_s:
+            reached_s, request = pending.popleft()
+            self.free_s = max(reached_s, self.free_s) + self.request_s
+            passed.append((self.free_s, request))
+        return passed
+
+    def deliver(self, end_s: float, tokens: int) -> float:
+        """A step ending at ``end_s`` hands it ``tokens``: when the last is sent."""
+        self.free_s = max(end_s, self.free_s) + tokens * self.output_token_s
+        return self.free_s
 
 
 @dataclass(frozen=True)

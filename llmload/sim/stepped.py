@@ -16,6 +16,7 @@ from .prefix_cache import PrefixCache
 from .profiles import Profile
 from .scheduler import WAITING as WORK_WAITING
 from .scheduler import StepScheduler, Work
+from .stepmodel import ApiServer
 from .sequence import CANCELLED, Sequence
 
 __all__ = ["SteppedTiming"]
@@ -29,14 +30,10 @@ class SteppedTiming:
         self.profile = profile
         self._scale = scale
         self._emit = emit
-        self._latency_s = profile.frontend.latency_s * scale
-        self._request_s = profile.frontend.request_s * scale
-        self._output_token_s = profile.frontend.output_token_s * scale
+        self._api = ApiServer(profile.frontend, scale)
         self.sched = StepScheduler(profile.engine, profile.step, per_seq_s or 0.0)
-        self._pending: deque[tuple[float, Work]] = deque()  # (when it reaches the API server, work): after latency_s
         self._arrivals: deque[tuple[float, Work]] = deque()  # past the API server, not yet seen by the engine
         self._deliveries: deque[list] = deque()  # [due_s, sequences, next index]: tokens the API server sends
-        self._frontend_free_s = -math.inf
         self._step_end_s: float | None = None
         self._kick = False  # a held sequence was released while the engine idled: step at the next look
 
@@ -47,7 +44,7 @@ class SteppedTiming:
 
     @property
     def waiting(self) -> int:
-        return len(self.sched.waiting) + len(self._arrivals) + len(self._pending)
+        return len(self.sched.waiting) + len(self._arrivals) + len(self._api.pending)
 
     @property
     def kv_used_tokens(self) -> int:
@@ -65,7 +62,7 @@ class SteppedTiming:
         idle = self._step_end_s is None
         due = [t for t in (self._step_end_s, self._deliveries[0][0] if self._deliveries else None,
                            self._arrivals[0][0] if self._arrivals and idle else None, 0.0 if self._kick and idle else None,
-                           self._pending[0][0] if self._pending and idle else None)
+                           self._api.pending[0][0] if self._api.pending and idle else None)
                if t is not None]
         return min(due) if due else None
 
@@ -73,20 +70,18 @@ class SteppedTiming:
     def add(self, seq: Sequence, now_s: float) -> None:
         seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens, seq.prompt_blocks)
         seq.admitted(now_s)
-        self._pending.append((now_s + self._latency_s, seq.work))
+        self._api.send(seq.work, now_s)
 
     def _reach(self, until_s: float) -> None:
         """The API server takes the requests that reached it by ``until_s``, after the tokens queued before them."""
-        while self._pending and self._pending[0][0] <= until_s:
-            reached, work = self._pending.popleft()
-            self._frontend_free_s = max(reached, self._frontend_free_s) + self._request_s
-            self._arrivals.append((self._frontend_free_s, work))
-            work.owner.arrival_s = self._frontend_free_s  # the server's own clock starts here (Sequence.arrival_s)
+        for arrival_s, work in self._api.reach(until_s):
+            self._arrivals.append((arrival_s, work))
+            work.owner.arrival_s = arrival_s  # the server's own clock starts here (Sequence.arrival_s)
 
     def cancel(self, seq: Sequence, now_s: float) -> None:
         work = seq.work
-        if work.state == WORK_WAITING and any(w is work for _, w in self._pending):
-            self._pending = deque((t, w) for t, w in self._pending if w is not work)
+        if work.state == WORK_WAITING and any(w is work for _, w in self._api.pending):
+            self._api.pending = deque((t, w) for t, w in self._api.pending if w is not work)
         elif work.state == WORK_WAITING and any(w is work for _, w in self._arrivals):
             self._arrivals = deque((t, w) for t, w in self._arrivals if w is not work)
         else:
@@ -104,7 +99,7 @@ class SteppedTiming:
         """Run every step end and send every token due at or before now_s (at most budget tokens)."""
         emitted = 0
         while budget is None or emitted < budget:
-            if self._pending:  # those that reach the API server before the running step ends are ahead of its tokens
+            if self._api.pending:  # those that reach the API server before the running step ends are ahead of its tokens
                 self._reach(now_s if self._step_end_s is None else min(now_s, self._step_end_s))
             if self._step_end_s is None and self._kick:
                 self._kick = False
@@ -140,9 +135,7 @@ class SteppedTiming:
         advanced += [w.owner for w in sampled]
         self._reach(end_s)  # first come, first served: requests that reached the API server first go first
         if advanced:
-            due = max(end_s, self._frontend_free_s) + len(advanced) * self._output_token_s
-            self._frontend_free_s = due
-            self._deliveries.append([due, advanced, 0])
+            self._deliveries.append([self._api.deliver(end_s, len(advanced)), advanced, 0])
         self._start_step(end_s)
 
     def _deliver(self, budget: int | None) -> int:

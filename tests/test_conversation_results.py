@@ -86,6 +86,20 @@ def test_the_figures_draw_ttft_and_ttfvt_against_the_turn(run, tmp_path):
         assert series.n == (10, 10, 9) and data.files and data.xlabel == "conversation turn"
 
 
+def test_a_rehearsals_turns_are_drawn_as_predicted_for_the_gpu_it_played(tmp_path):
+    folder = tmp_path / "rehearsed"
+    folder.mkdir()
+    records = _records()
+    (folder / SAMPLES_FILE).write_bytes(b"".join(r.to_json_line() for r in records))
+    config = {"turns": "3", "users": 4, "gpu": "h100", "effort": "medium",
+              "served_by": {"rehearsal": True, "name": "llmload.sim", "gpu_profile": "h100", "speedup": 5}}
+    write_summary(folder, summarize(records, config))
+    data = ttft_by_turn(load_results(folder).cells, tmp_path / "figures")
+    (series,) = data.panels["all"].values()
+    assert series.y == pytest.approx([5 * 100.0 * t for t in (1, 2, 3)]) and series.n == (10, 10, 9)
+    assert data.stamp.endswith("drawn as predicted for h100 (times x5, rates /5)")
+
+
 def test_the_figures_are_skipped_without_conversations(tmp_path):
     folder = tmp_path / "single"
     folder.mkdir()

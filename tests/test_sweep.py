@@ -29,7 +29,9 @@ def rows(out):
 @pytest.mark.integration
 def test_a_small_grid_end_to_end(tmp_path):
     scenario, out = tmp_path / "tiny.yaml", tmp_path / "sweep"
-    scenario.write_text(TINY)
+    # 1 s cells at SPEEDUP 4: the server's running count is sampled every 0.2 s, and a 0.5 s cell's two or three
+    # samples all fell between requests once (CI, 2026-12-05: server_running_max 0.0)
+    scenario.write_text(TINY.replace("DURATION: 2s", "DURATION: 4s"))
     done = run_cli("sweep", f"SCENARIO={scenario}", f"OUT={out}", "SPEEDUP=4", "METRICS_INTERVAL=0.2", timeout_s=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[1/4] cell 0" in done.stdout and "sweep time left" in done.stdout and "4 of 4 cells finished" in done.stdout

@@ -7,8 +7,13 @@ For the H200 (gpt-oss-20b shape, bf16 dummy weights, vLLM 0.25) and the A100 (gp
   repeats    the H200's second runs of concurrency 16 (suite and vLLM bench), predicted by a fit to the rest
   tuned      the A100's tuned runs (--max-num-batched-tokens 4096 or 8192, --async-scheduling), predicted by the fit
              to the baseline runs (the model has no async scheduling: it predicts them as synchronous)
+  repeats, the other way  the first runs of concurrency 16 predicted by a fit to the rest (the second runs in it)
   leave-one-out  each operating point (concurrency x lengths) predicted by a fit to the others: the model carried to
              a load it never saw (the H200 has three operating points: 1, 16 and 256 users)
+
+Then the server's own account of each run at 16 users, from its /metrics counters: the suite's runs scraped them
+before and after (server_window.jsonl); vLLM bench's second run lies between the last scrape of the 256-user run and
+the first of the suite's second run at 16 users, which is checked (its requests and tokens, exactly, in that gap).
 
 Errors are (predicted - measured) / measured of request throughput, TTFT and TPOT: the client's medians where the
 client saw them, the server's own means where the answers came in one burst (the H200 suite's folders).
@@ -16,6 +21,7 @@ client saw them, the server's own means where the answers came in one burst (the
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +32,11 @@ sys.path.insert(0, str(ROOT))
 from llmload.calibrate.cells import Cell, read_cells  # noqa: E402
 from llmload.calibrate.fit import Model, fit, held_out_predictions, predict, relative_error  # noqa: E402
 from llmload.calibrate.hardware import PRIOR_FRONTEND, prior_step  # noqa: E402
+from llmload.results.reconcile import ServerAccount, server_account  # noqa: E402
+from llmload.results.records import read_records  # noqa: E402
+from llmload.results.server_metrics import read_samples  # noqa: E402
+from llmload.results.storage import SAMPLES_FILE, SERVER_WINDOW_FILE  # noqa: E402
+from llmload.sim.replay import replay_closed_loop  # noqa: E402
 from llmload.sim.profiles import load_profile  # noqa: E402
 
 H200 = ROOT / "measurements" / "h200-2026-12-04"
@@ -57,6 +68,35 @@ def _summary(label: str, cells: list[Cell], predicted: dict[str, dict[str, float
     return f"| {label} | {len(errors)} | {within} | {sorted(errors)[len(errors) // 2] * 100:.1f}% | {max(errors) * 100:.1f}% |"
 
 
+def _server_accounts() -> list[tuple[str, ServerAccount, float]]:
+    """(run, the server's account of it, the client's mean E2E in ms) for the H200 runs at 16 users."""
+    accounts = []
+    for run in ("suite-c16-run1", "suite-c16-run2"):
+        scrapes = read_samples(H200 / run / SERVER_WINDOW_FILE)
+        client_e2e_s = [r.e2e_s for r in read_records(H200 / run / SAMPLES_FILE) if r.ok]
+        accounts.append((run, server_account(scrapes[0], scrapes[-1]), 1e3 * sum(client_e2e_s) / len(client_e2e_s)))
+    bench = json.loads((H200 / "vllm-bench" / "c16-run2.json").read_text())
+    gap = server_account(read_samples(H200 / "suite-u256" / SERVER_WINDOW_FILE)[-1],
+                         read_samples(H200 / "suite-c16-run2" / SERVER_WINDOW_FILE)[0])
+    counted = (gap.requests, gap.prompt_tokens, gap.generation_tokens)
+    if counted != (bench["completed"], bench["total_input_tokens"], bench["total_output_tokens"]):
+        raise SystemExit(f"the server counted {counted} between the 256-user run and the suite's second run: not "
+                         "vLLM bench's second run alone")
+    accounts.append(("c16-run2 (vLLM bench)", gap, bench["mean_e2el_ms"]))
+    return accounts
+
+
+def _server_rows(model: Model, cell: Cell) -> list[str]:
+    """The server's TTFT, queue and E2E beside the client's wait outside its clock, measured and as replayed."""
+    rows = [f"| {run} | {a.mean_ttft_ms:.1f} | {a.mean_queue_ms:.1f} | {a.mean_e2e_ms:.1f} | {client_e2e_ms - a.mean_e2e_ms:.1f} |"
+            for run, a, client_e2e_ms in _server_accounts()]
+    runs = replay_closed_loop(model.limits, model.step, model.frontend, cell.users, cell.prompt_tokens, cell.output_tokens)
+    ttft, outside = (1e3 * sum(values) / len(runs) for values in
+                     ([r.server_ttft_s for r in runs], [r.engine_arrival_s - r.sent_s for r in runs]))
+    e2e = 1e3 * sum(r.last_delivered_s - r.engine_arrival_s for r in runs) / len(runs)
+    return rows + [f"| replay of the fit that held the second runs out | {ttft:.1f} | - | {e2e:.1f} | {outside:.1f} |"]
+
+
 def main() -> int:
     started = time.monotonic()
     h200_paths = [H200 / "suite-c16-run1", H200 / "suite-c16-run2", H200 / "suite-u256", H200 / "vllm-bench" / "c1.json",
@@ -68,6 +108,9 @@ def main() -> int:
     repeats = [c for c in h200 if c.name.endswith("run2")]
     rest = fit(h200_start, [c for c in h200 if c not in repeats])
     repeat_predictions = {c.name: predict(rest, c) for c in repeats}
+    firsts = [c for c in h200 if c.name.endswith("run1")]
+    other_way = fit(h200_start, [c for c in h200 if c not in firsts])
+    first_predictions = {c.name: predict(other_way, c) for c in firsts}
     baseline = fit(a100_start, a100)  # fits the baseline cells only (the tuned ones are marked not fitted)
     tuned = [c for c in a100 if not c.fitted]
     tuned_predictions = {c.name: predict(baseline, c) for c in tuned}
@@ -77,14 +120,21 @@ def main() -> int:
     print("| protocol | figures | within 15% | median error | worst |")
     print("|---|---:|---:|---:|---:|")
     print(_summary("H200, repeats held out (c16 run 2 of the suite and of vLLM bench)", repeats, repeat_predictions))
+    print(_summary("H200, repeats held out the other way (c16 run 1 of each)", firsts, first_predictions))
     print(_summary("A100, tuned runs held out (fit: baseline; async scheduling not modelled)", tuned, tuned_predictions))
     print(_summary("H200, leave one operating point out", h200, h200_loo))
     print(_summary("A100, leave one operating point out (baseline)", a100, a100_loo))
     print()
     print("| protocol | cell | error of each figure |")
     print("|---|---|---|")
-    for line in (_rows("H200 repeats", repeats, repeat_predictions) + _rows("A100 tuned", tuned, tuned_predictions)
+    for line in (_rows("H200 repeats", repeats, repeat_predictions) + _rows("H200 repeats, other way", firsts, first_predictions)
+                 + _rows("A100 tuned", tuned, tuned_predictions)
                  + _rows("H200 leave-one-out", h200, h200_loo) + _rows("A100 leave-one-out", a100, a100_loo)):
+        print(line)
+    print()
+    print("| H200, 16 users: the server's own account | TTFT mean ms | queue mean ms | E2E mean ms | client E2E - server E2E ms |")
+    print("|---|---:|---:|---:|---:|")
+    for line in _server_rows(rest, next(c for c in repeats if c.name == "c16-run2")):
         print(line)
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0

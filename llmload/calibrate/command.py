@@ -18,11 +18,12 @@ import orjson
 
 from llmload.errors import ConfigError
 from llmload.files import write_atomic
+from llmload.sim.hardware import GPU_FIGURES, MODEL_FIGURES
 from llmload.sim.profiles import Profile, load_profile, profile_to_dict
 
 from .cells import Cell, read_cells
 from .fit import Model, fit, held_out_predictions, predict, relative_error
-from .hardware import GPU_FIGURES, MODEL_FIGURES, PRIOR_FRONTEND, prior_step
+from .hardware import PRIOR_FRONTEND, prior_step
 
 __all__ = ["run_calibrate", "calibrated_profile", "error_table"]
 

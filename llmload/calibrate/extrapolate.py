@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 
+from llmload.sim.hardware import GPU_FIGURES
 from llmload.sim.profiles import Profile
 from llmload.sim.stepmodel import StepTimes
 
-from .hardware import GPU_FIGURES, default_limits, prior_step
+from .hardware import default_limits, prior_step
 
 __all__ = ["extrapolate", "COMPUTE_TERMS", "MEMORY_TERMS"]
 

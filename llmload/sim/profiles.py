@@ -20,6 +20,7 @@ from llmload.errors import ProfileError
 from llmload.results.efforts import REASONING_EFFORTS as EFFORTS
 from llmload.results.provenance import bare_model_name
 
+from .hardware import GPU_FIGURES, MODEL_FIGURES, WEIGHT_BYTES
 from .stepmodel import EngineLimits, Frontend, StepTimes
 
 __all__ = ["Profile", "PROFILE_SCHEMA_VERSION", "PROFILES_DIR", "GPUS", "MODELS", "KINDS", "DEFAULT_MODEL",
@@ -29,12 +30,10 @@ __all__ = ["Profile", "PROFILE_SCHEMA_VERSION", "PROFILES_DIR", "GPUS", "MODELS"
 PROFILE_SCHEMA_VERSION = 1
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "data" / "profiles"
 MODEL_PREFIX = "openai/"
-GPUS = ("a100", "h100", "h200", "l4")
-GPU_MEMORY_GB = {"a100": 80, "h100": 80, "h200": 141, "l4": 24}
-MODELS = ("gpt-oss-20b", "gpt-oss-120b")
+GPUS = tuple(GPU_FIGURES)
+MODELS = tuple(MODEL_FIGURES)
 KINDS = ("measured", "extrapolated")
-WEIGHTS = ("mxfp4", "bf16", "bf16-dummy")
-"""The released MXFP4 experts; BF16; BF16 of random values (vLLM --load-format dummy: routing unlike a trained model's)."""
+WEIGHTS = tuple(WEIGHT_BYTES)
 DEFAULT_MODEL = MODELS[0]
 """What the built-in target serves when MODEL is empty."""
 
@@ -87,7 +86,7 @@ def lookup_profile(gpu: str, model: str) -> Profile:
     if not path.exists():
         fits = sorted(p.stem.split("-", 1)[0] for p in PROFILES_DIR.glob(f"*-{m}.json"))
         here = sorted(p.stem.split("-", 1)[1] for p in PROFILES_DIR.glob(f"{g}-gpt-oss-*.json") if p.stem.count("-") == 3)
-        raise ProfileError(f"{m} does not fit on {g} ({GPU_MEMORY_GB[g]} GB); on {g} use {', '.join(here)}, "
+        raise ProfileError(f"{m} does not fit on {g} ({GPU_FIGURES[g].name}); on {g} use {', '.join(here)}, "
                            f"or run {m} on {', '.join(sorted(set(fits)))}")
     return load_profile(str(path))
 

@@ -3,12 +3,12 @@
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.results.cost import usd_per_gpu_hour
-from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of
+from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of, usd_per_gpu_hour
 from llmload.results.decision import decision_rows
 from llmload.results.records import RequestRecord
 from llmload.results.slo import parse_slos, slos_of
 from llmload.results.summary import summarize as summarize_records
+from llmload.sim.hardware import GPU_FIGURES
 
 
 def summarize(records, config):
@@ -16,6 +16,13 @@ def summarize(records, config):
     return summarize_records(records, config, slos=slos_of(config))
 
 pytestmark = pytest.mark.pure
+
+
+def test_every_gpu_the_suite_plays_has_a_default_list_price_with_its_source():
+    assert set(DEFAULT_PRICES) == set(GPU_FIGURES)
+    for gpu in GPU_FIGURES:
+        price, source = price_of("", gpu)
+        assert price is not None and price > 0 and "default list price (not a quote)" in source
 
 
 def _record(i: int, e2e_s: float = 2.0, tokens: int = 100, ttft_s: float = 0.2) -> RequestRecord:

@@ -144,6 +144,21 @@ def test_the_servers_ttft_e2e_and_queue_time_start_at_its_engine_arrival():
 
 
 @pytest.mark.pure
+def test_queue_time_leaves_out_the_rest_of_the_step_a_request_reached_the_engine_during():
+    """vLLM's engine core takes new requests in between steps (QUEUED): the running step's rest is in TTFT only."""
+    eng, _ = _engine(_instant_frontend())
+    first, second = Recorder(), Recorder()
+    eng.submit(4000, max_tokens=2, ignore_eos=True, sink=first, now_s=0.0)
+    eng.advance(0.001)
+    eng.submit(100, max_tokens=2, ignore_eos=True, sink=second, now_s=0.001)
+    eng.advance(math.inf)
+    assert first.times[0] > 0.01  # the second reached the engine early in the first's prefill step
+    latency = eng.latency
+    assert latency.request_queue_time.sum == 0.0  # each was taken into a step as soon as the engine took it in
+    assert latency.time_to_first_token.sum == pytest.approx(first.times[0] + second.times[0] - 0.001)
+
+
+@pytest.mark.pure
 def test_itl_grows_with_running_count():
     prof = _instant_frontend()
     alone = _run(_engine(prof)[0], [100])[0].times

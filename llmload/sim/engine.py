@@ -173,7 +173,8 @@ class Engine:
             seq.state = DONE
             self.request_success_total[seq.finish_reason] += 1
             latency.e2e_request_latency.observe(due_s - seq.arrival_s)
-            latency.request_queue_time.observe(0.0 if seq.admit_s is None else seq.admit_s - seq.arrival_s)
+            queued_s = seq.arrival_s if seq.queued_s is None else seq.queued_s
+            latency.request_queue_time.observe(0.0 if seq.admit_s is None else seq.admit_s - queued_s)
             if seq.generated > 1:
                 latency.request_time_per_output_token.observe((due_s - seq.first_token_s) / (seq.generated - 1))
         seq.sink.on_token(seq, due_s)

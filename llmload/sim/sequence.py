@@ -21,7 +21,7 @@ class Sequence:
 
     __slots__ = (
         "index", "prompt_tokens", "prompt_blocks", "cached_tokens", "reasoning_tokens", "answer_tokens", "total_tokens",
-        "finish_reason", "state", "fail", "disconnect_after", "arrival_s", "admit_s",
+        "finish_reason", "state", "fail", "disconnect_after", "arrival_s", "queued_s", "admit_s",
         "first_token_s", "last_token_s", "generated", "sink", "paused", "parked_due_s", "work",
     )
 
@@ -43,6 +43,10 @@ class Sequence:
         self.arrival_s = arrival_s
         """Where vLLM's TTFT, E2E and queue time start: the request's arrival, or (stepped timing) its engine arrival,
         after the API server's latency_s and request_s, as vLLM's gpt-oss path stamps it."""
+        self.queued_s: float | None = None
+        """Where vLLM's queue time starts (stepped timing): the step start at which the engine took the request into
+        its waiting queue. vLLM's engine core does that between steps, so the running step's rest counts in its TTFT,
+        not in its queue time. None: arrival_s."""
         self.admit_s: float | None = None
         self.first_token_s: float | None = None
         self.last_token_s = 0.0

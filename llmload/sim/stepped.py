@@ -119,7 +119,9 @@ class SteppedTiming:
     def _start_step(self, start_s: float) -> None:
         """Let in what the API server passed on by ``start_s`` and plan the next step (none: the engine idles)."""
         while self._arrivals and self._arrivals[0][0] <= start_s:
-            self.sched.add(self._arrivals.popleft()[1])
+            work = self._arrivals.popleft()[1]
+            work.owner.queued_s = start_s
+            self.sched.add(work)
         duration = self.sched.plan()
         for w in self.sched.first_admitted:  # vLLM's queue time ends when the scheduler takes a request in
             w.owner.admit_s = start_s

@@ -151,6 +151,8 @@ def test_queue_time_leaves_out_the_rest_of_the_step_a_request_reached_the_engine
     eng.submit(4000, max_tokens=2, ignore_eos=True, sink=first, now_s=0.0)
     eng.advance(0.001)
     eng.submit(100, max_tokens=2, ignore_eos=True, sink=second, now_s=0.001)
+    eng.advance(0.001)
+    assert eng.waiting == 0  # as vLLM's num_requests_waiting: not in the scheduler's queue before the step ends
     eng.advance(math.inf)
     assert first.times[0] > 0.01  # the second reached the engine early in the first's prefill step
     latency = eng.latency

@@ -44,7 +44,9 @@ class SteppedTiming:
 
     @property
     def waiting(self) -> int:
-        return len(self.sched.waiting) + len(self._arrivals) + len(self._api.pending)
+        """vLLM's num_requests_waiting: its scheduler's queue. Requests still in the API server, or sent to the engine
+        core during the running step (taken in when it ends), are not in it yet."""
+        return len(self.sched.waiting)
 
     @property
     def kv_used_tokens(self) -> int:

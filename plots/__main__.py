@@ -23,8 +23,9 @@ def _figures(dirs: list[str]) -> int:
     from plots.capacity_figure import capacity_figure
     from plots.figures import draw_all
     from plots.html import table_html, write_report
+    from plots.points import same_point
     from plots.results import load_results
-    from plots.tables import compare_rows, compare_table, match_cells
+    from plots.tables import compare_rows, compare_table, match_cells, same_point_table
 
     results = [load_results(d) for d in dirs]
     first = results[0]
@@ -42,6 +43,10 @@ def _figures(dirs: list[str]) -> int:
     predicted = predicted_table(results)
     if predicted is not None:
         comparisons.append(("Rehearsals: figures predicted for the GPU each played", table_html(predicted)))
+    shared = same_point(cells)
+    if shared:
+        comparisons.append(("Runs of the same settings: the figures draw the last given",
+                            table_html(same_point_table(shared))))
     for other in results[1:]:  # a later folder measuring the first one's workloads: its comparison table too
         pairs = match_cells(first.cells, other.cells)[0]
         if pairs:
@@ -52,6 +57,9 @@ def _figures(dirs: list[str]) -> int:
     for f in figures:
         if f.skipped:
             print(f"  skipped {f.name}: {f.note}")
+    for group in shared:
+        print(f"  same settings as {group[-1].path} (drawn): {', '.join(str(c.path) for c in group[:-1])} (not drawn; "
+              "a sweep with REPEATS pools repeats)")
     for r in results:
         for m in r.missing:
             print(f"  {r.name}: cell {m.index} {m.label}: {m.reason}")

@@ -20,7 +20,7 @@ from llmload.results.slo import parse_slos
 from plots.results import MeasuredCell, effort_part
 
 __all__ = ["EFFORT_ORDER", "AXES", "AXIS_LABELS", "NUMERIC_AXES", "THIN_SAMPLE", "Plotted", "Series", "sort_key", "effort_key", "varying",
-           "fmt", "x_axis", "grouped", "slo_value", "effort_parts", "by_turn"]
+           "fmt", "x_axis", "grouped", "same_point", "slo_value", "effort_parts", "by_turn"]
 
 EFFORT_ORDER = ("none", "low", "medium", "high")
 AXES = ("users", "rate", "max_tokens", "turns", "think_time", "prefix_tokens", "trace_speed", "api", "response_format", "prompts", "model",
@@ -164,7 +164,8 @@ def slo_value(cells: Sequence[MeasuredCell], metric: Plotted) -> float | None:
 def grouped(cells: Sequence[MeasuredCell], panel_attrs: Sequence[str], series_attrs: Sequence[str], x_attr: str,
             metric: Plotted) -> dict[str, dict[str, Series]]:
     """Panels keyed by panel_attrs (plus every other varying setting, so no two cells share a point),
-    series by series_attrs, points sorted by x; cells without the value are left out."""
+    series by series_attrs, points sorted by x; cells without the value are left out. Runs of the same settings
+    share one point: the last given is drawn (``same_point`` names them)."""
     panel_attrs = [a for a in panel_attrs if a != x_attr]
     series_attrs = [a for a in series_attrs if a != x_attr] + (["mix"] if any(c.mix for c in cells) else [])
     others = [a for a in varying(cells, AXES) if a not in (*panel_attrs, *series_attrs, x_attr)]
@@ -189,6 +190,15 @@ def grouped(cells: Sequence[MeasuredCell], panel_attrs: Sequence[str], series_at
                 tuple(metric.upper(c) for c in cs), tuple(metric.ci95(c) for c in cs), tuple(not c.complete for c in cs),
                 efforts.pop() if len(efforts) == 1 else "", gpus.pop() if len(gpus) == 1 else "", mixes.pop() if len(mixes) == 1 else "")
     return out
+
+
+def same_point(cells: Sequence[MeasuredCell]) -> list[tuple[MeasuredCell, ...]]:
+    """Runs that share every setting a figure tells apart (AXES), in the order given: a figure has one point for them
+    and draws the last (``grouped``), so the others are named to the reader rather than dropped unsaid."""
+    by_settings: dict[tuple[Any, ...], list[MeasuredCell]] = defaultdict(list)
+    for c in cells:
+        by_settings[tuple(getattr(c, a) for a in AXES) + (c.mix,)].append(c)
+    return [tuple(group) for group in by_settings.values() if len(group) > 1]
 
 
 def by_turn(cells: Sequence[MeasuredCell], field: str) -> dict[str, Series]:

@@ -15,7 +15,7 @@ from llmload.results.provenance import is_rehearsal
 from plots.results import MeasuredCell, Results, ResultsError
 
 __all__ = ["Table", "CompareRow", "pct_change", "outputs_differ", "match_cells", "compare_rows", "compare_table",
-           "compare", "cells_table", "served_by_short", "OUTPUT_TOLERANCE"]
+           "compare", "cells_table", "same_point_table", "served_by_short", "OUTPUT_TOLERANCE"]
 
 OUTPUT_TOLERANCE = 0.10
 FLAG = "†"
@@ -184,3 +184,13 @@ def cells_table(results: Results | Sequence[MeasuredCell]) -> Table:
                   "median TTFT (ms)", "mean TPOT (ms)", "output tok/s", "total tok/s", "mean output tokens", "answered",
                   "valid answers (RESPONSE_FORMAT)"),
                  tuple(body), ("r", "l", "l", "l", "l", "l") + ("r",) * 11)
+
+
+def same_point_table(groups: Sequence[tuple[MeasuredCell, ...]]) -> Table | None:
+    """Runs with the same settings (points.same_point): the one the figures draw, and the others; None when none."""
+    if not groups:
+        return None
+    rows = tuple((group[-1].label, str(group[-1].path), ", ".join(str(c.path) for c in group[:-1])) for group in groups)
+    return Table(("settings", "drawn", "not drawn: the same settings"), rows, ("l", "l", "l"),
+                 ("A figure has one point per setting and draws the last run given: give one run of each, or a sweep "
+                  "with REPEATS, whose repeats are pooled.",))

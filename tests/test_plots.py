@@ -17,8 +17,9 @@ from llmload.results.records import read_records
 from plots.figures import (BEYOND_FIGURES, METRIC_FIGURES, STUDY_FIGURES, answered_share, draw_all, fig1_response_time,
                            fig2_requests_per_s, fig3_output_tokens, fig4_max_tokens, fig5_gpu_response_time, kv_cache_timeline,
                            server_timeline, throughput_vs_latency)
+from plots.points import same_point
 from plots.results import ResultsError, load_results
-from plots.tables import compare, compare_rows, compare_table, outputs_differ, pct_change
+from plots.tables import compare, compare_rows, compare_table, outputs_differ, pct_change, same_point_table
 
 H100 = """
 name: plots-h100
@@ -164,6 +165,23 @@ def test_runs_that_differ_in_rate_plot_against_it_each_its_own_point(tmp_path):
     assert rates.y == pytest.approx([c.summary.predicted.rps for c in cells])
     lone = fig1_response_time(cells[:1], tmp_path / "lone")  # a lone open-loop run: at its RATE, not at "1 user"
     assert lone.x_setting == "rate"
+
+
+@pytest.mark.integration
+def test_runs_of_the_same_settings_are_named_not_dropped_unsaid(sweeps, tmp_path):
+    again = tmp_path / "again"
+    shutil.copytree(sweeps["h100"], again)
+    cells, copies = load_results(sweeps["h100"]).cells, load_results(again).cells
+    groups = same_point([*cells, *copies])
+    assert groups == list(zip(cells, copies))  # each cell beside its copy, the later given last
+    data = fig1_response_time([*cells, *copies], tmp_path / "figures")
+    assert sum(len(s.x) for panel in data.panels.values() for s in panel.values()) == len(cells)  # one point each
+    table = same_point_table(groups)
+    assert table.rows[0] == (cells[0].label, str(copies[0].path), str(cells[0].path))
+    done = run_plots("figures", str(again), str(sweeps["h100"]))  # the report goes to the copy: the fixture's stays
+    assert done.returncode == 0, done.stderr
+    assert f"same settings as {cells[0].path} (drawn): {copies[0].path} (not drawn" in done.stdout
+    assert "Runs of the same settings: the figures draw the last given" in (again / "report.html").read_text()
 
 
 @pytest.mark.integration

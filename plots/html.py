@@ -67,11 +67,14 @@ def _server_html(r: Results) -> str:
 
 
 def _rehearsal_banner(results: Sequence[Results]) -> str:
-    labels = sorted({rehearsal_label(c.served_by) for r in results for c in r.cells if is_rehearsal(c.served_by)})
-    if not labels:
+    rehearsals = [c for r in results for c in r.cells if is_rehearsal(c.served_by)]
+    if not rehearsals:
         return ""
+    labels = sorted({rehearsal_label(c.served_by) for c in rehearsals})
+    sped = (" (those at SPEEDUP above 1 sped up, and drawn scaled back as predicted for the GPU they played)"
+            if any(c.speedup > 1 for c in rehearsals) else "")
     return (f'<p class="rehearsal">{_e("; ".join(labels))}: these results come from the built-in target, which simulates '
-            "a GPU; its timings are simulated and sped up. They are not a measurement of any server.</p>")
+            f"a GPU; its timings are simulated{sped}. They are not a measurement of any server.</p>")
 
 
 def _missing_html(r: Results) -> str:

@@ -238,6 +238,7 @@ def test_cli_figures_and_report(sweeps):
     assert "h100 (predicted)" in html and "a100 (predicted)" in html and "USD per million output tokens" in html
     assert "Rehearsals: figures predicted for the GPU each played" in html and "predicted for a100 (profile a100-gpt-oss-120b, measured; SPEEDUP 4x scaled back)" in html
     assert "| a100 (predicted) | gpt-oss-120b |" in done.stdout  # make figures prints the decision table too
+    assert "its timings are simulated (those at SPEEDUP above 1 sped up, and drawn scaled back" in html  # SPEEDUP 4
 
 
 @pytest.mark.integration

@@ -1,5 +1,5 @@
-"""RATE's and TRACE's dispatcher wakes: never before the due instant, at once when the test stops; the built-in
-target's own core."""
+"""RATE's and TRACE's dispatcher wakes, and the built-in target's timers: never before the due instant, at once when
+the test stops; the built-in target's own core."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gevent.event import Event
 
 from llmload.loadtest.wake import DueWaker, make_due_waker
 from llmload.processes import core_of_its_own
+from llmload.sim.loop import PreciseEpollSelector, new_event_loop
 
 WAKERS = {"timerfd where there is one": make_due_waker, "gevent's timer": DueWaker}
 
@@ -61,6 +62,34 @@ def test_stopping_ends_a_wait_long_before_its_due_instant(waker_and_stop) -> Non
     assert waker.wait_until(asked_s + 3600.0) is True
     assert time.monotonic() - asked_s < 3600.0  # returned: the hour never passed
     assert waker.wait_until(time.monotonic() + 3600.0) is True  # already stopping: returns at once
+
+
+@pytest.mark.pure
+def test_the_built_in_targets_timers_never_fire_before_their_instant() -> None:
+    loop = new_event_loop()
+    fired: list[tuple[float, float]] = []
+    try:
+        for delay_s in (0.0003, 0.0001, 0.002, 0.0007):  # sub-millisecond: a token's due time at a high SPEEDUP
+            due_s = loop.time() + delay_s
+            done = loop.create_future()
+            loop.call_at(due_s, lambda due=due_s, f=done: (fired.append((due, time.monotonic())), f.set_result(None)))
+            loop.run_until_complete(done)
+    finally:
+        loop.close()
+    assert len(fired) == 4 and all(ran_s >= due_s for due_s, ran_s in fired)
+
+
+@pytest.mark.pure
+def test_on_linux_the_targets_loop_waits_on_a_timerfd_not_on_epolls_milliseconds() -> None:
+    selector = PreciseEpollSelector()
+    try:
+        asked_s = time.monotonic()
+        assert selector.select(0.0003) == []  # the timer's own readiness is never reported as an event
+        if sys.platform.startswith("linux"):
+            assert selector._wait_s(0.0003) == -1.0  # epoll waits for the armed timer, not a rounded-up millisecond
+        assert time.monotonic() - asked_s >= 0.0003
+    finally:
+        selector.close()
 
 
 @pytest.mark.integration

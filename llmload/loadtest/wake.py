@@ -9,31 +9,14 @@ timerfd (not Linux), gevent's own timer waits.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import time
 
 import gevent
 from gevent.event import Event
 
+from llmload.timerfd import TimerFd, open_timerfd
+
 __all__ = ["DueWaker", "make_due_waker"]
-
-_CLOCK_MONOTONIC = 1
-_TFD_TIMER_ABSTIME = 1
-_ALREADY_PAST = (0, 1)  # an absolute instant long gone: the timer fires at once
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-class _Itimerspec(ctypes.Structure):
-    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
-
-
-def _libc() -> ctypes.CDLL | None:
-    libc = ctypes.CDLL(None, use_errno=True)  # the symbols this process has loaded: the C library's among them
-    return libc if hasattr(libc, "timerfd_create") else None
 
 
 class DueWaker:
@@ -60,46 +43,30 @@ class DueWaker:
 class _TimerfdWaker(DueWaker):
     """A timerfd armed at each due instant, waited on by gevent's hub; ``stopping`` fires it at once."""
 
-    def __init__(self, stopping: Event, libc: ctypes.CDLL) -> None:
+    def __init__(self, stopping: Event, timer: TimerFd) -> None:
         super().__init__(stopping)
-        self._libc = libc
-        self._fd = libc.timerfd_create(_CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC)
-        if self._fd < 0:
-            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._timer = timer
         self._hub = gevent.get_hub()
-        self._watcher = self._hub.loop.io(self._fd, 1)
-        self._setting = _Itimerspec()
+        self._watcher = self._hub.loop.io(timer.fileno(), 1)
         stopping.rawlink(self._fire_now)
 
     def wait_until(self, due_s: float) -> bool:
         while not self.stopping.is_set() and time.monotonic() < due_s:
-            seconds = int(due_s)
-            self._arm(seconds, int((due_s - seconds) * 1e9))
+            self._timer.arm_at(due_s)
             self._hub.wait(self._watcher)
-            self._drain()
+            self._timer.drain()
         return super().wait_until(due_s)  # due: yield once to the requests spawned before, as behind schedule
 
-    def _arm(self, seconds: int, nanoseconds: int) -> None:
-        self._setting.it_value.tv_sec, self._setting.it_value.tv_nsec = seconds, nanoseconds
-        if self._libc.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._setting), None) != 0:
-            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
-
-    def _drain(self) -> None:
-        try:
-            os.read(self._fd, 8)  # the expiry count: read so the next wait blocks until the next expiry
-        except BlockingIOError:
-            pass
-
     def _fire_now(self, _stopping: Event) -> None:
-        self._arm(*_ALREADY_PAST)
+        self._timer.fire_now()
 
     def close(self) -> None:
         self.stopping.unlink(self._fire_now)
         self._watcher.close()
-        os.close(self._fd)
+        self._timer.close()
 
 
 def make_due_waker(stopping: Event) -> DueWaker:
     """The most exact waker this platform has: a timerfd on Linux, else gevent's timer."""
-    libc = _libc()
-    return _TimerfdWaker(stopping, libc) if libc is not None else DueWaker(stopping)
+    timer = open_timerfd()
+    return _TimerfdWaker(stopping, timer) if timer is not None else DueWaker(stopping)

@@ -12,7 +12,7 @@ PACKAGES = ("llmload", "plots")
 # Each layer may import itself and the layers listed before it (stages of the data path).
 LAYERS = (
     ("llmload.errors", "llmload.files", "llmload.options", "llmload.settings", "llmload.processes", "llmload.control_http", "llmload.credentials",
-     "llmload.listening", "llmload.monitor"),
+     "llmload.listening", "llmload.monitor", "llmload.timerfd"),
     ("llmload.promptsets", "llmload.results"),
     ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate"),
     ("llmload.client",),

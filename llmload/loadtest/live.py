@@ -209,6 +209,15 @@ def _row(metric: str, count: int | None = None, mean: float | None = None, media
     return {"metric": metric, "count": count, "mean": mean, "median": median, "p90": p90, "p99": p99, "max": maximum}
 
 
+def _web_ui_text(identity: dict[str, Any]) -> str:
+    """The rehearsal text, and at SPEEDUP above 1 which of the web UI's figures are the played GPU's."""
+    text = rehearsal_text(identity)
+    if (identity.get("speedup") or 1) > 1:
+        text += (f"; Locust's own tables and charts are the sped-up target's times, the Streaming metrics tab "
+                 f"gives them predicted for {identity.get('gpu_profile') or '?'}")
+    return text
+
+
 class TargetLabels:
     """What the web UI says beside a host: the rehearsal text for the built-in target, else nothing.
 
@@ -225,7 +234,7 @@ class TargetLabels:
                 identity = self._identity_of(host, timeout_s=2.0)
             except (ControlCallFailed, ValueError):  # nothing answers there yet, or the host is no URL
                 return ""
-            self._known[host] = rehearsal_text(identity) if identity is not None else ""
+            self._known[host] = _web_ui_text(identity) if identity is not None else ""
         return self._known[host]
 
     def known(self, host: str) -> str:

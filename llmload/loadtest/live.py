@@ -213,8 +213,8 @@ def _web_ui_text(identity: dict[str, Any]) -> str:
     """The rehearsal text, and at SPEEDUP above 1 which of the web UI's figures are the played GPU's."""
     text = rehearsal_text(identity)
     if (identity.get("speedup") or 1) > 1:
-        text += (f"; Locust's own tables and charts are the sped-up target's times, the Streaming metrics tab "
-                 f"gives them predicted for {identity.get('gpu_profile') or '?'}")
+        text += (f"; Locust's tables and charts: the sped-up times; Streaming metrics: predicted for "
+                 f"{identity.get('gpu_profile') or '?'}")
     return text
 
 

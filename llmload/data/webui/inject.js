@@ -4,7 +4,7 @@
   "use strict";
   const RENAMED = {"Average size (bytes)": "Mean output tokens", "Average Size (bytes)": "Mean output tokens"};
   const BADGE = "display:inline-block;margin-top:2px;padding:0 4px;border-radius:3px;background:#fff;color:#b00000;" +
-    "font:700 11px/1.5 system-ui,sans-serif;white-space:nowrap";
+    "font:700 11px/1.4 system-ui,sans-serif;max-width:44vw";  // wraps rather than push the header's counters away
   const NOTE = "margin:4px 0 0 14px;color:#b00000;font:700 12px/1.4 system-ui,sans-serif";
   let target = {host: "", rehearsal: ""}, asking = false, hostSeen = "";
   function rename(root) {

@@ -111,7 +111,7 @@ class ResponsesEncoder:
         before = b""
         if k == 1:
             if reasoning_tokens:
-                before = self._close_reasoning(reasoning_tokens)
+                before = self._close_reasoning(self._reasoning_item(reasoning_tokens))
             before += self._open_answer(1 if reasoning_tokens else 0)
         if self.call is None:
             assert self._text_delta is not None
@@ -135,12 +135,13 @@ class ResponsesEncoder:
                                                               "output_index": 0,
                                                               "part": {"text": "", "type": "reasoning_text"}}))
 
-    def _close_reasoning(self, reasoning_tokens: int) -> bytes:
-        text = tokens_text(reasoning_tokens)
+    def _close_reasoning(self, item: dict[str, Any]) -> bytes:
+        """The done events of the complete reasoning ``item`` (its text built once, for them and the response)."""
+        part = item["content"][0]
         where = {"content_index": 0, "item_id": self._rs_id, "output_index": 0}
-        return (self._typed("response.reasoning_text.done", {**where, "text": text})
-                + self._typed("response.content_part.done", {**where, "part": {"text": text, "type": "reasoning_text"}})
-                + self._item_event("response.output_item.done", self._reasoning_item(reasoning_tokens), 0))
+        return (self._typed("response.reasoning_text.done", {**where, "text": part["text"]})
+                + self._typed("response.content_part.done", {**where, "part": part})
+                + self._item_event("response.output_item.done", item, 0))
 
     def _answer_item(self, answer_tokens: int | None) -> dict[str, Any]:
         """The message (or function_call) item: in progress (None), or complete after ``answer_tokens``."""
@@ -166,16 +167,17 @@ class ResponsesEncoder:
         return added + self._typed("response.content_part.added", {"content_index": 0, "item_id": self._msg_id,
                                                                    "output_index": index, "part": part})
 
-    def _close_answer(self, answer_tokens: int, index: int) -> bytes:
-        item = self._answer_item(answer_tokens)
+    def _close_answer(self, item: dict[str, Any], index: int) -> bytes:
+        """The done events of the complete answer ``item`` (its text built once, for them and the response)."""
         if self.call is not None:
             done = self._typed("response.function_call_arguments.done", {
                 "arguments": item["arguments"], "item_id": self._fc_id, "output_index": index, "name": self.call.name})
         else:
-            text = answer_text(answer_tokens, self.json_text)
+            part = item["content"][0]
             where = {"content_index": 0, "item_id": self._msg_id}
-            done = (self._typed("response.output_text.done", {**where, "logprobs": [], "output_index": index, "text": text})
-                    + self._typed("response.content_part.done", {**where, "output_index": index, "part": item["content"][0]}))
+            done = (self._typed("response.output_text.done", {**where, "logprobs": [], "output_index": index,
+                                                               "text": part["text"]})
+                    + self._typed("response.content_part.done", {**where, "output_index": index, "part": part}))
         return done + self._item_event("response.output_item.done", item, index)
 
     def closing(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int, finish_reason: str,
@@ -183,14 +185,12 @@ class ResponsesEncoder:
         """The last item's done events, then response.completed (unless ``terminal`` is off, a fault) and the end
         of the body; the Responses API always carries its usage, whatever ``include_usage`` says."""
         answer_tokens = completion_tokens - reasoning_tokens
-        output = []
-        if reasoning_tokens:
-            output.append(self._reasoning_item(reasoning_tokens))
+        output = [self._reasoning_item(reasoning_tokens)] if reasoning_tokens else []
         if answer_tokens:
-            closing = self._close_answer(answer_tokens, len(output))
             output.append(self._answer_item(answer_tokens))
+            closing = self._close_answer(output[-1], len(output) - 1)
         else:
-            closing = self._close_reasoning(reasoning_tokens) if reasoning_tokens else b""
+            closing = self._close_reasoning(output[0]) if reasoning_tokens else b""
         if not terminal:
             return closing + END
         p = self.prompt_tokens

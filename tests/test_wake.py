@@ -3,6 +3,7 @@ the test stops; the built-in target's own core."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from gevent.event import Event
 
 from llmload.loadtest.wake import DueWaker, make_due_waker
 from llmload.processes import core_of_its_own
-from llmload.sim.loop import PreciseEpollSelector, new_event_loop
+from llmload.sim.loop import MILLISECOND_WINDOW_S, PreciseEpollSelector, new_event_loop, send_window_s
 
 WAKERS = {"timerfd where there is one": make_due_waker, "gevent's timer": DueWaker}
 
@@ -90,6 +91,17 @@ def test_on_linux_the_targets_loop_waits_on_a_timerfd_not_on_epolls_milliseconds
         assert time.monotonic() - asked_s >= 0.0003
     finally:
         selector.close()
+
+
+@pytest.mark.pure
+def test_the_targets_tokens_leave_early_only_where_timers_wake_a_millisecond_late() -> None:
+    exact, plain = new_event_loop(), asyncio.new_event_loop()
+    try:
+        assert send_window_s(exact) == (0.0 if sys.platform.startswith("linux") else MILLISECOND_WINDOW_S)
+        assert send_window_s(plain) == MILLISECOND_WINDOW_S
+    finally:
+        exact.close()
+        plain.close()
 
 
 @pytest.mark.integration

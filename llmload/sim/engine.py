@@ -16,20 +16,17 @@ from typing import Callable
 
 from .fixed import FixedTiming
 from .histograms import RequestHistograms
+from .loop import send_window_s
 from .profiles import Profile, sample_lengths
 from .sequence import CANCELLED, DONE, FAILED, RUNNING, WAITING, Sequence, TokenSink, plan_output
 from .stepped import SteppedTiming
 
 __all__ = ["Engine", "Sequence", "TokenSink", "plan_output", "WAITING", "RUNNING", "DONE", "CANCELLED", "FAILED",
-           "EMIT_BUDGET", "SEND_WINDOW_S"]
+           "EMIT_BUDGET"]
 
 # Max tokens emitted per wake before yielding to the event loop, so socket reads and
 # new arrivals are served even when fixed ITL 0 makes every token due immediately.
 EMIT_BUDGET = 64
-# Timers wake up to 1 ms late (epoll has millisecond resolution), so the driver aims half a
-# window early and sends everything due within the window: send error stays within about
-# +-0.5 ms without busy-polling, and nearby tokens share one wake-up.
-SEND_WINDOW_S = 0.0005
 
 
 class _NullSink:
@@ -204,15 +201,16 @@ class Engine:
     async def _run(self) -> None:
         """Sleep until the earliest due token, emit what is due, repeat."""
         loop = asyncio.get_running_loop()
+        window_s = send_window_s(loop)
         while True:
-            if self.advance(self._clock() + SEND_WINDOW_S, EMIT_BUDGET) >= EMIT_BUDGET:
+            if self.advance(self._clock() + window_s, EMIT_BUDGET) >= EMIT_BUDGET:
                 await asyncio.sleep(0)  # more is due; let I/O run first
                 continue
             due = self.next_due_s()
             fut: asyncio.Future[None] = loop.create_future()
             handle = None
             if due is not None:
-                handle = loop.call_later(due - SEND_WINDOW_S - self._clock(), _resolve, fut)
+                handle = loop.call_later(due - window_s - self._clock(), _resolve, fut)
                 self._wake_due_s = due
             self._wake = fut
             try:

@@ -1,11 +1,11 @@
 """Event loop whose timers fire within tens of microseconds of their instant, not up to a millisecond late.
 
 epoll waits in whole milliseconds, so an asyncio timer (the next token's due time) fires up to 1 ms late, and at a
-SPEEDUP whose steps take less than a millisecond the built-in target sent several steps' tokens in one burst: vLLM's
-inter-token gaps came out as a few gaps of 1 ms and many of none. Where Linux has a timerfd, the selector arms it at
-the timer's instant in the same epoll set and waits on it with no timeout of its own. Elsewhere it rounds the
-timeout up to a whole millisecond once (the stdlib rounds twice: timers up to 2 ms late); rounding down would wake
-early and make asyncio busy-poll until the timer is due, which burns a core when timers are dense.
+SPEEDUP whose steps take less than a millisecond the built-in target sent several steps' tokens in one burst: the
+rehearsal's inter-token gaps came out as a few of 1 ms and many of none. Where Linux has a timerfd, the selector
+arms it at the timer's instant in the same epoll set and waits on it with no timeout of its own. Elsewhere it rounds
+the timeout up to a whole millisecond once (the stdlib rounds twice: timers up to 2 ms late); rounding down would
+wake early and make asyncio busy-poll until the timer is due, which burns a core when timers are dense.
 """
 
 from __future__ import annotations

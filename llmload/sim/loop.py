@@ -18,7 +18,7 @@ import time
 
 from llmload.timerfd import open_timerfd
 
-__all__ = ["PreciseEpollSelector", "new_event_loop", "send_window_s"]
+__all__ = ["PreciseEpollSelector", "PreciseEventLoop", "new_event_loop", "send_window_s"]
 
 MILLISECOND_WINDOW_S = 0.0005
 """Where timers wake up to 1 ms late: aim this much early and send what falls due within it after (about +-0.5 ms,
@@ -78,15 +78,21 @@ class PreciseEpollSelector(selectors.EpollSelector):
         super().close()
 
 
+class PreciseEventLoop(asyncio.SelectorEventLoop):
+    """A selector event loop on a PreciseEpollSelector, saying whether its timers are exact."""
+
+    def __init__(self) -> None:
+        selector = PreciseEpollSelector()
+        super().__init__(selector)
+        self.timers_exact = selector.exact
+
+
 def send_window_s(loop: asyncio.AbstractEventLoop) -> float:
     """How early a token's sender should wake, sending what falls due in that window: none where timers are exact
     (a token never leaves before its instant), else MILLISECOND_WINDOW_S."""
-    selector = getattr(loop, "_selector", None)
-    return 0.0 if isinstance(selector, PreciseEpollSelector) and selector.exact else MILLISECOND_WINDOW_S
+    return 0.0 if isinstance(loop, PreciseEventLoop) and loop.timers_exact else MILLISECOND_WINDOW_S
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A selector event loop using PreciseEpollSelector where epoll exists (Linux)."""
-    if hasattr(selectors, "EpollSelector"):
-        return asyncio.SelectorEventLoop(PreciseEpollSelector())
-    return asyncio.new_event_loop()
+    """A PreciseEventLoop where epoll exists (Linux), else asyncio's own."""
+    return PreciseEventLoop() if hasattr(selectors, "EpollSelector") else asyncio.new_event_loop()

@@ -35,8 +35,12 @@ from typing import Iterator
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+from client_bench import _process_cpu_s  # noqa: E402  the same reading of /proc as client_bench's columns
 
 MODEL = "openai/gpt-oss-20b"
 _NO_TIMERFD = "import llmload.timerfd as timerfd\ntimerfd.open_timerfd = lambda: None\n"
@@ -91,21 +95,16 @@ def _target(sim_args: list[str], timerfd: bool) -> Iterator[tuple[subprocess.Pop
             stop_sim(process)
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _rehearsal(timerfd: bool, args: argparse.Namespace) -> str:
     """`llmload load` against the H100 profile at --speedup: the target's CPU, the predicted gaps, the server's."""
     with _target(["--gpu", "h100", "--speedup", f"{args.speedup:g}"], timerfd) as (process, base_url), \
             tempfile.TemporaryDirectory() as out:
-        cpu_before_s = _cpu_s(process.pid)
+        cpu_before_s = _process_cpu_s(process.pid)
         done = subprocess.run([sys.executable, "-m", "llmload", "load", f"HOST={base_url}", f"USERS={args.rehearsal_users}",
                                "SPAWN_RATE=0", f"REQUESTS={8 * args.rehearsal_users}", "WARMUP_REQUESTS=0", "MAX_TOKENS=200",
                                "EFFORT=low", 'EXTRA_BODY={"ignore_eos": true}', f"OUT={out}/run"],
                               cwd=ROOT, capture_output=True, text=True, timeout=600)
-        cpu_s = _cpu_s(process.pid) - cpu_before_s
+        cpu_s = _process_cpu_s(process.pid) - cpu_before_s
         if done.returncode != 0:
             raise SystemExit(done.stderr[-2000:])
         summary = json.loads(Path(out, "run", "summary.json").read_text())

@@ -186,10 +186,8 @@ def cells_table(results: Results | Sequence[MeasuredCell]) -> Table:
                  tuple(body), ("r", "l", "l", "l", "l", "l") + ("r",) * 11)
 
 
-def same_point_table(groups: Sequence[tuple[MeasuredCell, ...]]) -> Table | None:
-    """Runs with the same settings (points.same_point): the one the figures draw, and the others; None when none."""
-    if not groups:
-        return None
+def same_point_table(groups: Sequence[tuple[MeasuredCell, ...]]) -> Table:
+    """Runs with the same settings (points.same_point): the one the figures draw, and the others."""
     rows = tuple((group[-1].label, str(group[-1].path), ", ".join(str(c.path) for c in group[:-1])) for group in groups)
     return Table(("settings", "drawn", "not drawn: the same settings"), rows, ("l", "l", "l"),
                  ("A figure has one point per setting and draws the last run given: give one run of each, or a sweep "

@@ -15,7 +15,8 @@ from gevent.event import Event
 
 from llmload.loadtest.wake import DueWaker, make_due_waker
 from llmload.processes import core_of_its_own
-from llmload.sim.loop import MILLISECOND_WINDOW_S, PreciseEpollSelector, new_event_loop, send_window_s
+from llmload.sim.engine import MILLISECOND_WINDOW_S, send_window_s
+from llmload.sim.loop import PreciseEpollSelector, new_event_loop
 
 WAKERS = {"timerfd where there is one": make_due_waker, "gevent's timer": DueWaker}
 
@@ -95,13 +96,23 @@ def test_on_linux_the_targets_loop_waits_on_a_timerfd_not_on_epolls_milliseconds
 
 @pytest.mark.pure
 def test_the_targets_tokens_leave_early_only_where_timers_wake_a_millisecond_late() -> None:
-    exact, plain = new_event_loop(), asyncio.new_event_loop()
+    class Exact:
+        timers_exact = True
+
+    plain = asyncio.new_event_loop()
     try:
-        assert send_window_s(exact) == (0.0 if sys.platform.startswith("linux") else MILLISECOND_WINDOW_S)
+        assert send_window_s(Exact()) == 0.0  # type: ignore[arg-type]
         assert send_window_s(plain) == MILLISECOND_WINDOW_S
     finally:
-        exact.close()
         plain.close()
+
+
+@pytest.mark.integration
+def test_the_built_in_targets_loop_has_exact_timers_on_linux() -> None:
+    """In a process like the target's (no Locust, so no gevent patching), as python -m llmload.sim runs it."""
+    code = "from llmload.sim.loop import new_event_loop; print(getattr(new_event_loop(), 'timers_exact', False))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(sys.platform.startswith("linux"))
 
 
 @pytest.mark.integration

@@ -16,17 +16,26 @@ from typing import Callable
 
 from .fixed import FixedTiming
 from .histograms import RequestHistograms
-from .loop import send_window_s
 from .profiles import Profile, sample_lengths
 from .sequence import CANCELLED, DONE, FAILED, RUNNING, WAITING, Sequence, TokenSink, plan_output
 from .stepped import SteppedTiming
 
 __all__ = ["Engine", "Sequence", "TokenSink", "plan_output", "WAITING", "RUNNING", "DONE", "CANCELLED", "FAILED",
-           "EMIT_BUDGET"]
+           "EMIT_BUDGET", "MILLISECOND_WINDOW_S", "send_window_s"]
 
 # Max tokens emitted per wake before yielding to the event loop, so socket reads and
 # new arrivals are served even when fixed ITL 0 makes every token due immediately.
 EMIT_BUDGET = 64
+MILLISECOND_WINDOW_S = 0.0005
+"""Where timers wake up to 1 ms late (epoll's milliseconds), the sender aims this much early and sends what falls due
+within it: send error about +-0.5 ms without busy-polling, nearby tokens sharing one wake-up."""
+
+
+def send_window_s(loop: asyncio.AbstractEventLoop) -> float:
+    """How early the token sender wakes, sending what falls due in that window: none on a loop whose timers are exact
+    (sim/loop.py's PreciseEventLoop with a timerfd: a token never leaves before its instant), else
+    MILLISECOND_WINDOW_S."""
+    return 0.0 if getattr(loop, "timers_exact", False) else MILLISECOND_WINDOW_S
 
 
 class _NullSink:

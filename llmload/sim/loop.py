@@ -18,14 +18,14 @@ import time
 
 from llmload.timerfd import open_timerfd
 
-__all__ = ["PreciseEpollSelector", "PreciseEventLoop", "new_event_loop", "send_window_s"]
+__all__ = ["PreciseEpollSelector", "PreciseEventLoop", "new_event_loop"]
 
-MILLISECOND_WINDOW_S = 0.0005
-"""Where timers wake up to 1 ms late: aim this much early and send what falls due within it after (about +-0.5 ms,
-and nearby tokens share one wake-up)."""
+# None where there is no epoll, or where gevent patched selectors before this import (a process that imported
+# Locust, which never runs this loop): then new_event_loop gives asyncio's own.
+_EPOLL_SELECTOR = getattr(selectors, "EpollSelector", None)
 
 
-class PreciseEpollSelector(selectors.EpollSelector):
+class PreciseEpollSelector(_EPOLL_SELECTOR or selectors.DefaultSelector):  # type: ignore[misc]
     """Epoll selector that wakes at its timeout's instant (timerfd), else rounds the timeout up to a millisecond once."""
 
     def __init__(self) -> None:
@@ -79,7 +79,8 @@ class PreciseEpollSelector(selectors.EpollSelector):
 
 
 class PreciseEventLoop(asyncio.SelectorEventLoop):
-    """A selector event loop on a PreciseEpollSelector, saying whether its timers are exact."""
+    """A selector event loop on a PreciseEpollSelector; ``timers_exact`` says whether its timers wake at their instant
+    (the engine's token sender reads it: sim/engine.py's send_window_s)."""
 
     def __init__(self) -> None:
         selector = PreciseEpollSelector()
@@ -87,12 +88,6 @@ class PreciseEventLoop(asyncio.SelectorEventLoop):
         self.timers_exact = selector.exact
 
 
-def send_window_s(loop: asyncio.AbstractEventLoop) -> float:
-    """How early a token's sender should wake, sending what falls due in that window: none where timers are exact
-    (a token never leaves before its instant), else MILLISECOND_WINDOW_S."""
-    return 0.0 if isinstance(loop, PreciseEventLoop) and loop.timers_exact else MILLISECOND_WINDOW_S
-
-
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A PreciseEventLoop where epoll exists (Linux), else asyncio's own."""
-    return PreciseEventLoop() if hasattr(selectors, "EpollSelector") else asyncio.new_event_loop()
+    return PreciseEventLoop() if _EPOLL_SELECTOR is not None else asyncio.new_event_loop()

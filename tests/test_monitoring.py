@@ -10,6 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import gevent
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import REPO, run_cli
 from factories import make_record
 from llmload.credentials import check_metrics_host
+from llmload.loadtest.exporter import IDLE_WAIT_MAX_S, _Body
 from llmload.loadtest.runconfig import parse_run_args
 from llmload.errors import ConfigError
 from llmload.results.histogram import LogHistogram
@@ -60,6 +62,25 @@ def _promql_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
         lower_bound, lower_count = bound, count
     raise AssertionError("no +Inf bucket")
+
+
+@pytest.mark.pure
+def test_a_scrape_ends_while_the_load_process_loop_is_never_idle():
+    """A busy run's loop always has work ready; the scrape still goes out whole (it timed out for a whole run)."""
+    def busy() -> None:
+        while True:
+            gevent.sleep(0)  # always one callback ready: the loop never goes idle
+
+    busy_loop = gevent.spawn(busy)
+    sent = []
+    try:
+        with gevent.Timeout(100 * IDLE_WAIT_MAX_S + 5.0, AssertionError("the scrape waited for an idle loop")):
+            body = _Body([b"line\n"] * 20, lambda: sent.append(True))
+            chunks = list(body)
+            body.close()
+    finally:
+        busy_loop.kill()
+    assert chunks == [b"line\n"] * 20 and sent == [True]
 
 
 @pytest.mark.pure

@@ -3,9 +3,9 @@
 The load process (the master with WORKERS; workers serve nothing and add their requests in flight to
 Locust's stats reports) listens from Locust's init to its exit, so it serves every test it runs (the web
 UI's one after another), each under its own run label. A scrape is written by prometheus_client about
-100 lines (a millisecond) at a time, the event loop free between two: streams waiting to be read never
-wait for a whole scrape. At exit the process waits, bounded, for one more scrape, so Prometheus holds the
-run's final counts. On loopback a foreign Host is refused (DNS rebinding); METRICS_LOGIN asks for basic auth.
+100 lines (a millisecond) at a time, the event loop free between two (up to IDLE_WAIT_MAX_S each): streams
+waiting to be read never wait for a whole scrape, and a busy run's scrape still ends in time. At exit the process
+waits, bounded, for one more scrape, so Prometheus holds the run's final counts. On loopback a foreign Host is refused (DNS rebinding); METRICS_LOGIN asks for basic auth.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ __all__ = ["install_exporter", "MetricsExporter"]
 logger = logging.getLogger("llmload")
 IN_FLIGHT = "llmload_in_flight"
 """The key of a worker's requests in flight in its stats report to the master."""
+IDLE_WAIT_MAX_S = 0.01
+"""How long a scrape's next chunk waits for an idle event loop: streams go first, but a loop that is never idle (a
+busy run) must not hold a scrape past Prometheus's timeout (seen: 1.0-1.3 s scrapes, every one of a run timed out)."""
 LAST_SCRAPE_WAIT_MAX_S = 60.0
 ASSUMED_INTERVAL_S = 15.0
 """Prometheus's default scrape interval: the wait's measure when only one scrape was seen."""
@@ -50,7 +53,8 @@ class _Body:
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self._chunks:
             yield chunk
-            gevent.idle()  # streams waiting to be read go first (sleep(0) would not let the loop poll)
+            with gevent.Timeout(IDLE_WAIT_MAX_S, False):  # no longer than this: then the next chunk, idle or not
+                gevent.idle()  # streams waiting to be read go first (sleep(0) would not let the loop poll)
         self._complete = True
 
     def close(self) -> None:

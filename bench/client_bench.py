@@ -65,7 +65,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the llmload beside bench/, installed or not
 
-from llmload.processes import raise_fd_limit  # noqa: E402
+from llmload.system.processes import raise_fd_limit  # noqa: E402
 from llmload.results.records import RequestRecord  # noqa: E402
 
 MODEL = "openai/gpt-oss-20b"
@@ -230,7 +230,7 @@ _CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length:[ \t]*(\d+)")
 
 def record_response(base_url: str, max_tokens: int) -> bytes:
     """The built-in target's whole HTTP response to the benchmark's request, as its bytes on the wire."""
-    from llmload.control_http import split_base_url
+    from llmload.system.control_http import split_base_url
 
     _, host, port, prefix = split_base_url(base_url)
     payload = orjson.dumps(bench_body(max_tokens))

@@ -9,7 +9,7 @@ each set gap G this starts a fixed-timing target (--fixed-ttft-ms 5 --fixed-itl-
 
   timerfd       the product: the target's event loop wakes on a timerfd armed at each timer's instant (sim/loop.py)
   epoll ms      the loop before: epoll's timeout rounded up to a whole millisecond (the same code with
-                llmload.timerfd.open_timerfd returning None in the target's process, as where Linux has no timerfd)
+                llmload.system.timerfd.open_timerfd returning None in the target's process, as where Linux has no timerfd)
 
 and N streams of the raw client (kernel arrival stamps) send requests of --tokens tokens. Printed per variant: the
 client's inter-token gaps p10/p50/p90 in ms, and the share of gaps under half of G (tokens that came in a burst
@@ -43,7 +43,7 @@ sys.path.insert(0, str(BENCH))
 from client_bench import _process_cpu_s  # noqa: E402  the same reading of /proc as client_bench's columns
 
 MODEL = "openai/gpt-oss-20b"
-_NO_TIMERFD = "import llmload.timerfd as timerfd\ntimerfd.open_timerfd = lambda: None\n"
+_NO_TIMERFD = "import llmload.system.timerfd as timerfd\ntimerfd.open_timerfd = lambda: None\n"
 """A sitecustomize for the target's process: its loop falls back to epoll's millisecond timeout."""
 
 

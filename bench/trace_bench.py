@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "traces"))
 sys.path.insert(0, str(BENCH))
 
 import make_samples  # noqa: E402  the sample traces' generator
-from llmload.processes import core_of_its_own  # noqa: E402
+from llmload.system.processes import core_of_its_own  # noqa: E402
 
 GOAL_LAG_P99_MS = 2.0
 GOAL_BUILD_S = 10.0

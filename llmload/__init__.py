@@ -9,7 +9,8 @@ The data's path, one subpackage a stage:
     sweep/       a scenario's cells, one load test each -> cells.csv
     plots/       (beside llmload) results -> figures and report.html
 
-``sim/`` is the built-in vLLM-like target; ``vllm_cpu/`` starts a real vLLM on the CPU.
+``sim/`` is the built-in vLLM-like target; ``vllm_cpu/`` starts a real vLLM on the CPU; ``system/`` holds the
+process, socket, timer and file helpers every stage uses.
 """
 
 __version__ = "0.1.0"

@@ -36,14 +36,14 @@ from typing import Sequence
 from llmload import options as opts
 from llmload.credentials import check_metrics_host, read_api_key, web_login
 from llmload.errors import ConfigError, Interrupted, LoadTestError
-from llmload.listening import check_port_free, free_loopback_port
+from llmload.system.listening import check_port_free, free_loopback_port
 from llmload.loadtest.console import Progress, banner_lines
 from llmload.loadtest.preflight import check_api, check_prefix_fits, continuous_usage, probe_server, resolve_model, served_by
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.loadtest.target import target
 from llmload.loadtest.workload import workload_of
-from llmload.monitor import serve_prometheus
-from llmload.processes import SignalForwarder, stoppable_child
+from llmload.loadtest.monitor import serve_prometheus
+from llmload.system.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
 from llmload.results.provenance import bare_model_name
 from llmload.results.report import fail_ratio_line, format_result

@@ -8,7 +8,7 @@ import logging
 import os
 from pathlib import Path
 
-from llmload.control_http import server_root
+from llmload.system.control_http import server_root
 from llmload.errors import ConfigError
 
 __all__ = ["read_api_key", "api_key_for", "web_login", "metrics_login", "check_metrics_host", "is_loopback", "loopback_hosts"]

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_text
 from plots.drawing import FigureData
 from plots.results import Results

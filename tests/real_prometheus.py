@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from llmload.listening import free_loopback_port as free_port
+from llmload.system.listening import free_loopback_port as free_port
 
 MONITORING = Path(__file__).resolve().parents[1] / "monitoring"
 BOARD = MONITORING / "llmload-vllm.json"

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from conftest import REPO, run_cli
-from llmload.listening import free_loopback_port as free_port
+from llmload.system.listening import free_loopback_port as free_port
 
 
 _HELD: list[socket.socket] = []

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from llmload.client.raw import RawChatClient
-from llmload.control_http import split_base_url
+from llmload.system.control_http import split_base_url
 from llmload.client.measure import measure_request
 
 

@@ -7,7 +7,7 @@ import pytest
 from header_recorder import start_recorder
 from llmload.client.body import ChatOptions, chat_body
 from llmload.client.measure import make_client, measure_request
-from llmload.control_http import get_json, healthy, request, server_root
+from llmload.system.control_http import get_json, healthy, request, server_root
 from llmload.errors import ControlCallFailed, ServerError
 from llmload.loadtest.preflight import probe_server, tokenize_count
 from llmload.sim import start_sim, stop_sim

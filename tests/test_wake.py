@@ -14,7 +14,7 @@ import pytest
 from gevent.event import Event
 
 from llmload.loadtest.wake import DueWaker, make_due_waker
-from llmload.processes import core_of_its_own
+from llmload.system.processes import core_of_its_own
 from llmload.sim.engine import MILLISECOND_WINDOW_S, send_window_s
 from llmload.sim.loop import PreciseEpollSelector, new_event_loop
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import orjson
 
 from llmload.errors import ConfigError
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.sim.hardware import GPU_FIGURES, MODEL_FIGURES
 from llmload.sim.profiles import Profile, load_profile, profile_to_dict
 

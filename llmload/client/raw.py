@@ -4,7 +4,7 @@ Each SSE event gets the arrival time of the piece of the response that completed
 receive stamp on plain TCP under Linux, else ``time.monotonic()`` the moment the read returned
 (``arrival.py``). Reads take whatever the kernel holds (up to 64 KiB), so nothing waits for a block
 to fill. Under Locust the socket module is gevent's. It connects straight to HOST, ignoring
-*_PROXY variables: the proxy policy of llmload.control_http.
+*_PROXY variables: the proxy policy of llmload.system.control_http.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from llmload.client.faults import error_message
 from llmload.client.reactor import IdleTimeout, process_reactor
 from llmload.client.readstats import PROCESS_READ_STATS, ReadStats
 from llmload.client.sse import ChunkedDecoder, SSEDecoder
-from llmload.control_http import split_base_url, tls_context
+from llmload.system.control_http import split_base_url, tls_context
 from llmload.errors import ProtocolError, RequestFailed
 
 __all__ = ["RawChatClient"]

@@ -1,7 +1,7 @@
 """The official openai SDK as a streaming client (CLIENT=openai), for users who want its behaviour.
 
 Retries are off (the SDK retries twice by default); *_PROXY variables are ignored (trust_env off),
-as llmload.control_http's proxy policy says. Each chunk is stamped when the SDK's iterator
+as llmload.system.control_http's proxy policy says. Each chunk is stamped when the SDK's iterator
 yields it, which includes the SDK's own parsing time: the raw client is the exact one.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from llmload.client.accumulator import StreamAccumulator
 from llmload.client.apis import APIS
 from llmload.client.faults import error_message
-from llmload.control_http import server_root, tls_context
+from llmload.system.control_http import server_root, tls_context
 from llmload.errors import RequestFailed
 
 __all__ = ["OpenAIChatClient"]

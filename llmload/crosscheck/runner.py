@@ -30,10 +30,10 @@ import orjson
 from llmload.credentials import read_api_key
 from llmload.crosscheck.compare import METRICS, SERVER_KEYS, SERVER_TOLERANCE_PCT, bench_metrics, compare, format_table, suite_metrics
 from llmload.errors import ConfigError, LoadTestError
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
 from llmload.loadtest.server_window import ServerWindow
-from llmload.processes import die_with_parent
+from llmload.system.processes import die_with_parent
 from llmload.results.metrics import VLLM_METRICS
 from llmload.results.provenance import bare_model_name
 from llmload.results.reconcile import ServerAccount, server_account

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from llmload.control_http import get_json, request, server_root, split_base_url, tls_context
+from llmload.system.control_http import get_json, request, server_root, split_base_url, tls_context
 from llmload.errors import ConfigError, ControlCallFailed, LoadTestError, ServerError
 from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name

@@ -6,7 +6,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from llmload.control_http import request
+from llmload.system.control_http import request
 from llmload.errors import ControlCallFailed
 from llmload.results.server_metrics import MetricsSample, parse_prometheus, sample_from
 

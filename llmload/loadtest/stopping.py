@@ -18,7 +18,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import STATE_CLEANUP, STATE_STOPPING
 
-from llmload.processes import STOP_SIGNALS, accept_stop_signals
+from llmload.system.processes import STOP_SIGNALS, accept_stop_signals
 
 __all__ = ["stop_signal"]
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from llmload.errors import ConfigError
 from llmload.loadtest.runconfig import RunConfig
-from llmload.processes import core_of_its_own
+from llmload.system.processes import core_of_its_own
 
 __all__ = ["target"]
 

@@ -14,7 +14,7 @@ import time
 import gevent
 from gevent.event import Event
 
-from llmload.timerfd import TimerFd, open_timerfd
+from llmload.system.timerfd import TimerFd, open_timerfd
 
 __all__ = ["DueWaker", "make_due_waker"]
 

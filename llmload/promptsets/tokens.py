@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmload.errors import TokenizerDataError
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.results.efforts import REASONING_EFFORTS
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.o200k_harmony import O200K_SHA256

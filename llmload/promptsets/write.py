@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from llmload.errors import ConfigError
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.promptsets.generate import SIZES, Template, generate_set, load_templates
 from llmload.promptsets.tokens import harmony_encoding, harmony_text
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import orjson
 
 from llmload.errors import ResultsError
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.results.decode import check_schema_version, decode
 from llmload.results.efforts import mixed_efforts
 from llmload.results.generator import GeneratorCheck

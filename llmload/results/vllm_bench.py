@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import orjson
 
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.results.metrics import VLLM_METRICS
 from llmload.results.records import RequestRecord, run_span_s
 

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from llmload.errors import ConfigError
 from llmload.options import SIM_OPTIONS
-from llmload.processes import raise_fd_limit
+from llmload.system.processes import raise_fd_limit
 from llmload.promptsets.tokens import harmony_encoding
 from llmload.settings import add_suite_options, settings_to_argv
 

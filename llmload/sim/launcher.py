@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from llmload.errors import ServerError
-from llmload.processes import die_with_parent
+from llmload.system.processes import die_with_parent
 
 READY_PREFIX = "READY "
 IDENTITY_PATH = "/llmload/sim"

@@ -16,7 +16,7 @@ import select
 import selectors
 import time
 
-from llmload.timerfd import open_timerfd
+from llmload.system.timerfd import open_timerfd
 
 __all__ = ["PreciseEpollSelector", "PreciseEventLoop", "new_event_loop"]
 

@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from llmload.errors import ConfigError, Interrupted
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
-from llmload.processes import SignalForwarder
+from llmload.system.processes import SignalForwarder
 from llmload.results.decision import CapacityPoint, capacity_point
 from llmload.results.provenance import rehearsal_speedup
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary

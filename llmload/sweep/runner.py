@@ -30,10 +30,10 @@ import orjson
 
 from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
-from llmload.files import write_atomic
+from llmload.system.files import write_atomic
 from llmload.loadtest.preflight import probe_server
 from llmload.loadtest.target import target
-from llmload.processes import SignalForwarder, stoppable_child
+from llmload.system.processes import SignalForwarder, stoppable_child
 from llmload.results.server_metrics import read_samples, summarize_samples
 from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMMARY_FILE, read_summary
 from llmload.results.sweepfiles import CELL_SCHEMA_VERSION, read_cell_marker

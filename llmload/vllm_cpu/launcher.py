@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmload.control_http import healthy, wait_healthy
+from llmload.system.control_http import healthy, wait_healthy
 from llmload.errors import ConfigError
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file

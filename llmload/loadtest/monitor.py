@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Sequence
 
 from llmload.errors import ConfigError
-from llmload.listening import check_port_free
+from llmload.system.listening import check_port_free
 from llmload.options import MONITOR_OPTIONS
-from llmload.processes import SignalForwarder, stoppable_child
+from llmload.system.processes import SignalForwarder, stoppable_child
 from llmload.settings import parse_settings
 
 __all__ = ["serve_prometheus"]

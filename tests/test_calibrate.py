@@ -1,5 +1,6 @@
 """`llmload calibrate`: cells read from real servers' results (the H200 folders, vLLM bench JSON, the A100 report's
-tables), rehearsals refused, and the shipped profiles reproduced from the measurements they cite."""
+tables), rehearsals refused, and the shipped profiles reproduced from the measurements they cite: every figure
+within 15%, or named as a miss with its error."""
 
 import json
 import shutil
@@ -8,7 +9,8 @@ import pytest
 
 from conftest import REPO, run_cli
 from llmload.calibrate.cells import read_cells
-from llmload.calibrate.fit import Model, predict, relative_error
+from llmload.calibrate.fit import Model, fit, predict, relative_error
+from llmload.calibrate.hardware import PRIOR_FRONTEND, prior_step
 from llmload.errors import ConfigError
 from llmload.sim.profiles import load_profile
 
@@ -43,17 +45,92 @@ def test_the_a100_tables_fit_the_baseline_and_predict_the_tuned_runs():
     assert sum(random_2k.output_tokens) / 500 == pytest.approx(97.962, abs=0.5) and max(random_2k.output_tokens) == 100
 
 
+WITHIN = 0.15
+"""Issue 24's goal: each figure of a cell (throughput, TTFT, TPOT; the server's TTFT and ITL where the answers came in
+one burst; E2E) within 15% of what was measured."""
+
+# The figures the model truly misses, each with its error (predicted - measured) / measured as bench/RESULTS.md
+# ("Calibration") gives it. Each must stay at that error within MISS_MARGIN and stay a miss: a change either way
+# fails, and a figure that comes back within 15% leaves the table.
+IN_SAMPLE_MISSES = {
+    # with identical requests the replay keeps 256 users in lock-step waves, which the real run lost
+    ("h200-gpt-oss-20b-bf16", "suite-u256", "server_ttft_mean_ms"): +0.2659,
+    # vLLM bench's second run at 16 users: the server's own TTFT was 11-20% above the other runs of that load
+    ("h200-gpt-oss-20b-bf16", "c16-run2", "ttft_median_ms"): -0.1673,
+    # the A100 fit trades its six baseline cells against each other: two figures end just past 15% (16 of 18 within)
+    ("a100-gpt-oss-120b", "baseline sharegpt 1000 at once", "ttft_median_ms"): -0.1529,
+    ("a100-gpt-oss-120b", "baseline random 128/4", "rps"): -0.1513,
+}
+HELD_OUT_MISSES = {  # the fit that never saw the second runs at 16 users, predicting them
+    ("held out", "c16-run2", "ttft_median_ms"): -0.2207,  # RESULTS.md: "TTFT median -22.1%"
+}
+MISS_MARGIN = 0.002
+"""The replay is deterministic: a named miss may drift by float rounding, not by a change of the model."""
+HELD_OUT_MARGIN = 0.005
+"""A held-out figure also goes through a fit (Levenberg-Marquardt, numpy's solver): a little more room."""
+
+
+def _judge(errors: dict[tuple[str, str, str], float], misses: dict[tuple[str, str, str], float], margin: float) -> None:
+    """Every figure within WITHIN, except the named misses, each at its named error; every named miss was seen."""
+    assert set(misses) <= set(errors), f"named misses with no such figure: {sorted(set(misses) - set(errors))}"
+    wrong = []
+    for key, error in errors.items():
+        if key in misses:
+            if abs(error - misses[key]) > margin or abs(error) <= WITHIN:
+                wrong.append(f"{key}: {error:+.4f}, named as a miss of {misses[key]:+.4f}")
+        elif abs(error) > WITHIN:
+            wrong.append(f"{key}: {error:+.4f}, beyond {WITHIN:.0%}")
+    assert not wrong, "; ".join(wrong)
+
+
+def _errors(model: Model, cells, key) -> dict[tuple[str, str, str], float]:
+    """(key, cell, metric) -> relative error of every figure each cell measured."""
+    out = {}
+    for cell in cells:
+        predicted = predict(model, cell)
+        for metric, observed in cell.observed.items():
+            out[(key, cell.name, metric)] = relative_error(predicted[metric], observed)
+    return out
+
+
 @pytest.mark.pure
-def test_the_shipped_measured_profiles_reproduce_their_fitted_cells():
-    for name, paths, limit in (("h200-gpt-oss-20b-bf16", H200_RESULTS, 0.15), ("a100-gpt-oss-120b", [A100], 0.16)):
+def test_the_shipped_measured_profiles_reproduce_every_figure_of_their_fitted_cells_but_the_named_misses():
+    errors = {}
+    for name, paths in (("h200-gpt-oss-20b-bf16", H200_RESULTS), ("a100-gpt-oss-120b", [A100])):
         profile = load_profile(name)
-        model = Model(profile.engine, profile.step, profile.frontend)
-        for cell in read_cells([str(p) for p in paths]):
-            predicted = predict(model, cell)
-            for metric in ("rps", "tpot_median_ms"):
-                if metric in cell.observed and cell.fitted:
-                    error = relative_error(predicted[metric], cell.observed[metric])
-                    assert abs(error) <= limit, (name, cell.name, metric, error)
+        fitted = [c for c in read_cells([str(p) for p in paths]) if c.fitted]
+        errors |= _errors(Model(profile.engine, profile.step, profile.frontend), fitted, name)
+    # every figure of every fitted cell is judged: throughput, client TTFT and TPOT or the server's TTFT and ITL, E2E
+    metrics = {metric for _, _, metric in errors}
+    assert metrics == {"rps", "ttft_median_ms", "tpot_median_ms", "e2e_median_ms", "server_ttft_mean_ms",
+                       "server_itl_mean_ms"}
+    assert len(errors) == 24 + 18  # the H200's 6 cells x 4 figures, the A100 baseline's 6 x 3
+    _judge(errors, IN_SAMPLE_MISSES, MISS_MARGIN)
+
+
+@pytest.mark.pure
+def test_the_a100_profile_predicts_the_tuned_runs_it_was_not_fitted_to_within_15_percent():
+    profile = load_profile("a100-gpt-oss-120b")
+    tuned = [c for c in read_cells([str(A100)]) if not c.fitted]
+    errors = _errors(Model(profile.engine, profile.step, profile.frontend), tuned, "a100-gpt-oss-120b")
+    assert len(errors) == 8 * 3 and {m for _, _, m in errors} == {"rps", "ttft_median_ms", "tpot_median_ms"}
+    _judge(errors, {}, MISS_MARGIN)
+
+
+@pytest.mark.pure
+def test_a_fit_without_the_second_runs_at_16_users_predicts_them_but_the_named_miss():
+    """bench/calibration_bench.py's repeats protocol, fitted from the hardware prior to the other cells (the other
+    fold, the first runs held out, meets the goal on every figure: the bench reports it)."""
+    base = load_profile("h200-gpt-oss-20b-bf16")
+    start = Model(base.engine, prior_step(base.gpu, base.model, base.weights), PRIOR_FRONTEND)
+    cells = read_cells([str(p) for p in H200_RESULTS])
+    repeats = [c for c in cells if c.name.endswith("run2")]
+    assert [c.name for c in repeats] == ["suite-c16-run2", "c16-run2"]
+    model = fit(start, [c for c in cells if c not in repeats])
+    errors = _errors(model, repeats, "held out")
+    assert len(errors) == 8 and {m for _, _, m in errors} == {"rps", "ttft_median_ms", "tpot_median_ms",
+                                                              "e2e_median_ms", "server_ttft_mean_ms", "server_itl_mean_ms"}
+    _judge(errors, HELD_OUT_MISSES, HELD_OUT_MARGIN)
 
 
 def _rehearsal(tmp_path):

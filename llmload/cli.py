@@ -42,6 +42,7 @@ from llmload.loadtest.preflight import check_api, check_prefix_fits, continuous_
 from llmload.loadtest.runconfig import RECORDED_OPTIONS, LaunchConfig, parse_run_args
 from llmload.loadtest.target import target
 from llmload.loadtest.workload import workload_of
+from llmload.timescale import TimeScale, resolve_time_scale
 from llmload.loadtest.monitor import serve_prometheus
 from llmload.system.processes import SignalForwarder, stoppable_child
 from llmload.promptsets.catalog import GENERATED_DIR, load_prompt_set, prompt_overrides
@@ -58,17 +59,19 @@ EXIT_FAIL_RATIO = 3
 """The run stopped (or ended) with more failed requests than MAX_FAIL_RATIO allows."""
 
 
-def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool, out: Path | None) -> list[str]:
+def _locust_argv(options: LaunchConfig, host: str, model: str, continuous: bool, out: Path | None,
+                 scale: TimeScale) -> list[str]:
     """Locust's command line: its own flags for the options it owns, the suite's for the rest.
 
-    ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form).
+    ``out`` None leaves the folder to the test, named from the values it starts with (the web UI's form); ``scale``:
+    the run's time scale, resolved from its target (DURATION on the target's clock).
     """
     # RATE or TRACE: one user per process dispatches that process's share of the schedule
     users = (options.workers or options.expect_remote_workers or 1) if options.open_loop else options.num_users
     values = {**vars(options), "host": host, "model": model, "out": str(out or ""), "num_users": users,
               "continuous_usage": "on" if continuous else "off",
               "spawn_rate": options.spawn_rate or float(users),
-              "run_time": f"{max(1, math.ceil(options.scaled_duration_s))}s"}  # Locust takes whole seconds
+              "run_time": f"{max(1, math.ceil(scale.target_s(options.duration_s or 0.0)))}s"}  # Locust takes whole seconds
     argv = [sys.executable, "-m", "locust", "-f", str(_locustfile())]
     for o in RECORDED_OPTIONS:  # the API key goes in the environment, not on a command line that ps can read
         if o.dest == "run_time" and options.ends_with_last_request:
@@ -199,25 +202,28 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         model = resolve_model(options.model, info)
         check_api(info, options.api, key)
         check_prefix_fits(options.prefix_tokens, info, model)
+        served = served_by(info, model)
+        scale = resolve_time_scale(options.speedup, served)
+        options = dataclasses.replace(options, speedup=scale.speedup)  # Locust's test resolves the same scale again
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
-        progress = Progress(out / SAMPLES_FILE, None if requests else options.scaled_duration_s, requests)
+        progress = Progress(out / SAMPLES_FILE, None if requests else scale.target_s(options.duration_s or 0.0), requests)
         if headless:
-            argv = _locust_argv(options, host, model, continuous, out) + _locust_output_argv(options, out)
+            argv = _locust_argv(options, host, model, continuous, out, scale) + _locust_output_argv(options, out)
             argv += ["--headless", "--html", str(out / "locust.html"), "--exit-code-on-error", "0"]
-            print("\n".join(banner_lines(options, host, model, served_by(info, model), f"{out}/", overrides)), flush=True)
+            print("\n".join(banner_lines(options, host, model, served, f"{out}/", overrides, scale)), flush=True)
             made = _made_dirs(out)
             progress.start()
         else:
-            if not options.host:  # the built-in target plays one profile at one SPEEDUP: the form does not offer them
+            if not options.host:  # the built-in target plays one profile on one time scale: the form does not offer them
                 env[FIXED_IN_WEB_UI_ENV] = "GPU,SPEEDUP,PROFILE"
             named = Path(options.out) if options.out else None  # else the test names it from the form's values
-            argv = _locust_argv(options, host, model, continuous, named) + _locust_output_argv(options, named or Path("results"))
+            argv = _locust_argv(options, host, model, continuous, named, scale) + _locust_output_argv(options, named or Path("results"))
             argv += ["--web-host", options.web_host, "--web-port", str(options.web_port)]
             if web_login() is not None:
                 argv.append("--web-login")  # user:password stays in the environment (WEB_LOGIN)
             later = f"{named}/" if named else "results/<time>-<gpu>-<model>-<effort>-u<users>/, named when the test starts"
-            print("\n".join(banner_lines(options, host, model, served_by(info, model), later, overrides)), flush=True)
+            print("\n".join(banner_lines(options, host, model, served, later, overrides, scale)), flush=True)
             print(f"Locust web UI on http://{options.web_host}:{options.web_port} (target {host}); Ctrl-C stops it", flush=True)
             made = _made_dirs(named) if named else []
         # Locust's own session: only we signal it, once per Ctrl-C; the built-in target outlives it.
@@ -311,8 +317,6 @@ def _capacity(settings: Sequence[str]) -> int:
     own = {o.key for o in opts.CAPACITY_OPTIONS} | set(opts.RUNNER_KEYS)
     step_words = {k: v for k, v in words.items() if k not in own}
     check_capacity_settings(step_words, parsed)
-    if parsed.host and parsed.speedup != 1.0:
-        raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
     check_metrics_host(parsed.metrics_host, parsed.metrics_port)
     _check_metrics_port(parsed)
     effort = parsed.effort.partition(":")[0]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from llmload.results.provenance import is_rehearsal, rehearsal_label, rehearsal_speedup, served_by_of
+from llmload.results.provenance import is_rehearsal, rehearsal_label, served_by_of
+from llmload.timescale import TimeScale, time_scale_of
 from llmload.results.slo import SloResult
 from llmload.results.storage import SUMMARY_FILE, read_summary
 from llmload.results.sweepfiles import read_capacity
@@ -60,13 +61,9 @@ class CapacityPlot:
     """Each GPU a sped-up rehearsal's steps are drawn for, with the factor their times took (``h100 (times x4)``)."""
 
 
-def _points(results: Sequence[SloResult], load: float, speedup: float) -> dict[str, SloPoint]:
-    """Each SLO's point; a rehearsal's times x SPEEDUP (the played GPU's, on the scale of the SLO as given)."""
-    def played(ms: float | None) -> float | None:
-        return None if ms is None else ms * speedup
-
-    return {r.slo: SloPoint(load, played(r.value_ms),
-                            (r.value_ms_ci95[0] * speedup, r.value_ms_ci95[1] * speedup) if r.value_ms_ci95 else None,
+def _points(results: Sequence[SloResult], load: float, scale: TimeScale) -> dict[str, SloPoint]:
+    """Each SLO's point; a rehearsal's times as the played GPU's (its time scale's), on the scale of the SLO as given."""
+    return {r.slo: SloPoint(load, scale.played(r.value_ms, "time"), scale.played_interval(r.value_ms_ci95, "time"),
                             r.passed, r.certain) for r in results}
 
 
@@ -83,18 +80,18 @@ def load_capacity(out: Path) -> CapacityPlot:
         cell = Path(out) / "cells" / step.key
         summary = read_summary(cell) if (cell / SUMMARY_FILE).exists() else None  # else the step's own record
         served_by = served_by_of(summary.config if summary else {})
-        speedup = rehearsal_speedup(served_by)
+        scale = time_scale_of(summary.config if summary else {})
         if is_rehearsal(served_by):
             stamps.add(rehearsal_label(served_by))
-            if speedup != 1.0:
-                played.add(f"{served_by.get('gpu_profile') or '?'} (times x{speedup:g})")
+            if scale.sped_up:
+                played.add(f"{served_by.get('gpu_profile') or '?'} (times x{scale.factor('time'):g})")
         if summary is not None:
             turns.add(str(summary.config.get("turns") or "1").strip())
         parts = {WHOLE_RUN: summary.slo, **{e: m.slo for e, m in summary.by_effort.items()}} if summary else {WHOLE_RUN: step.slo}
         for line, results in parts.items():
-            for slo, point in _points(results, float(step.load), speedup).items():
+            for slo, point in _points(results, float(step.load), scale).items():
                 lines.setdefault(slo, {}).setdefault(line, []).append(point)
-        limits.update({r.slo: r.limit_ms * speedup for r in parts[WHOLE_RUN]})  # a rehearsal judged a limit / SPEEDUP
+        limits.update({r.slo: scale.played(r.limit_ms, "time") for r in parts[WHOLE_RUN]})  # judged on the target's clock
     panels = tuple(SloPanel(slo, limits[slo], {line: tuple(points) for line, points in by_line.items()})
                    for slo, by_line in lines.items())
     return CapacityPlot(result.by, result.answer, result.answer_ci95, result.stopped_because, panels,

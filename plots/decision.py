@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from llmload.results.decision import DecisionRow, decision_rows
+from llmload.results.decision import DECISION_METRICS, DecisionFigure, DecisionRow, decision_rows
+from llmload.results.report import figure_text
 from llmload.results.storage import CAPACITY_FILE
 from llmload.results.sweepfiles import read_capacity
 from plots.results import Results
@@ -30,13 +31,10 @@ def rows_of(results: Sequence[Results]) -> list[DecisionRow]:
     return decision_rows(runs, capacities)
 
 
-def _value(value: float | None, ci: Sequence[float | None] | None = None, digits: int = 4) -> str:
-    if value is None:
-        return "n/a"
-    text = f"{value:.{digits}g}"
-    if ci and ci[0] is not None:
-        text += f" [{ci[0]:.{digits}g}, {'n/a' if ci[1] is None else f'{ci[1]:.{digits}g}'}]"
-    return text
+def _figure(f: DecisionFigure, predicted: bool, validated: bool) -> str:
+    if predicted and not validated:
+        return figure_text(f.value, f.ci95, digits=3) + " UNVALIDATED"
+    return figure_text(f.value, f.ci95, f.model_error, digits=3)
 
 
 def decision_table(results: Sequence[Results]) -> Table | None:
@@ -45,18 +43,18 @@ def decision_table(results: Sequence[Results]) -> Table | None:
     if len({r.gpu for r in rows}) < 2:
         return None
     body = tuple((
-        r.gpu + (" (predicted)" if r.predicted else ""), r.model, r.slo or "none",
-        f"{r.capacity_by}={_value(r.capacity, r.capacity_ci95)}", r.capacity_from,
-        _value(r.output_throughput_tok_s, r.output_throughput_tok_s_ci95),
-        _value(r.usd_per_million_output_tokens, r.usd_per_million_output_tokens_ci95, 3),
-        _value(r.usd_per_million_goodput_tokens, r.usd_per_million_goodput_tokens_ci95, 3),
+        r.gpu + ("" if not r.predicted else " (predicted)" if r.validated else " (predicted, UNVALIDATED)"), r.model,
+        r.slo or "none", f"{r.capacity_by}={figure_text(r.capacity, r.capacity_ci95)}", r.capacity_from,
+        *(_figure(f, r.predicted, r.validated) for f in r.figures),
         "n/a" if r.usd_per_gpu_hour is None else f"{r.usd_per_gpu_hour:g} x {r.gpus}", r.basis) for r in rows)
-    headers = ("GPU", "model", "SLO", "capacity [95% interval]", "capacity from", "output tok/s at it",
-               "USD per million output tokens", "USD per million goodput tokens", "USD per GPU-hour x GPUs", "figures")
+    headers = ("GPU", "model", "SLO", "capacity [95% interval]", "capacity from", *(f"{m.label} at it" for m in DECISION_METRICS),
+               "USD per GPU-hour x GPUs", "figures")
     notes = ("Rows marked (predicted) come from rehearsals on the built-in target: predictions for that GPU by its "
-             "profile (measured: fitted to a real server; extrapolated: scaled by hardware figures), not measurements.",
+             "profile, not measurements. [lo, hi] is the sampling interval; 'model ±e%' the profile's own error on "
+             "operating points it was not fitted to (its worst held out). UNVALIDATED: a profile extrapolated by "
+             "hardware figures that no measurement has checked.",
              "Prices are PRICE where given, else the GPU's default list price (summary.json cost.price_source says which).")
-    return Table(headers, body, ("l", "l", "l", "r", "l", "r", "r", "r", "r", "l"),
+    return Table(headers, body, ("l", "l", "l", "r", "l", *("r" for _ in DECISION_METRICS), "r", "l"),
                  notes if any(r.predicted for r in rows) else notes[1:])
 
 
@@ -69,14 +67,16 @@ def predicted_table(results: Sequence[Results]) -> Table | None:
             if p is None:
                 continue
             s = c.summary
-            rows.append((c.label, p.label, f"{_value(p.rps, p.rps_ci95)} ({_value(s.rps)})",
-                         f"{_value(p.ttft_ms.median, p.ttft_ms.median_ci95)} ({_value(s.ttft_ms.median)})",
-                         f"{_value(p.tpot_ms.median, p.tpot_ms.median_ci95)} ({_value(s.tpot_ms.median)})",
-                         f"{_value(p.response_time_ms.median, p.response_time_ms.median_ci95)} ({_value(s.response_time_ms.median)})"))
+            error = p.model_error.get
+            rows.append((c.label, p.label, f"{figure_text(p.rps, p.rps_ci95, model_error=error('rps'))} ({figure_text(s.rps)})",
+                         *(f"{figure_text(getattr(p, name).median, getattr(p, name).median_ci95, model_error=error(name))} "
+                           f"({figure_text(getattr(s, name).median)})" for name in ("ttft_ms", "tpot_ms", "response_time_ms")),
+                         "yes" if p.validated else "UNVALIDATED"))
     if not rows:
         return None
-    headers = ("cell", "figures", "req/s [95%] (raw)", "median TTFT ms [95%] (raw)", "median TPOT ms [95%] (raw)",
-               "median E2E ms [95%] (raw)")
-    return Table(headers, tuple(rows), ("l", "l", "r", "r", "r", "r"),
-                 ("Predicted: the built-in target's times x SPEEDUP and rates / SPEEDUP, for the GPU its profile plays; "
-                  "(raw): as measured on the sped-up target.",))
+    headers = ("cell", "figures", "req/s [95%] model error (raw)", "median TTFT ms [95%] model error (raw)",
+               "median TPOT ms [95%] model error (raw)", "median E2E ms [95%] model error (raw)", "profile validated")
+    return Table(headers, tuple(rows), ("l", "l", "r", "r", "r", "r", "l"),
+                 ("Predicted: the built-in target's figures converted by the run's time scale (times x its SPEEDUP, rates "
+                  "/ it) for the GPU its profile plays; [95%] the sampling interval, 'model ±e%' the profile's worst "
+                  "held-out error; (raw): as measured on the target.",))

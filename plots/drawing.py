@@ -93,7 +93,7 @@ def stamp_of(cells: Sequence[MeasuredCell], scaled: bool = True) -> str:
     """REHEARSAL and its factor(s) when any cell came from the built-in target; empty for measurements. ``scaled``: the
     figure shows a sped-up rehearsal's times and rates as predicted for the GPU it played (MeasuredCell.metric)."""
     rehearsals = [c for c in cells if is_rehearsal(c.served_by)]
-    played = sorted({f"{c.gpu} (times x{c.speedup:g}, rates /{c.speedup:g})" for c in rehearsals if scaled and c.speedup != 1.0})
+    played = sorted({f"{c.gpu} ({c.time_scale.conversion_text()})" for c in rehearsals if scaled and c.time_scale.sped_up})
     return rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals}, played)
 
 

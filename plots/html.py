@@ -71,8 +71,8 @@ def _rehearsal_banner(results: Sequence[Results]) -> str:
     if not rehearsals:
         return ""
     labels = sorted({rehearsal_label(c.served_by) for c in rehearsals})
-    sped = (" (those at SPEEDUP above 1 sped up, and drawn scaled back as predicted for the GPU they played)"
-            if any(c.speedup > 1 for c in rehearsals) else "")
+    sped = (" (those that ran sped up drawn scaled back as predicted for the GPU they played)"
+            if any(c.time_scale.sped_up for c in rehearsals) else "")
     return (f'<p class="rehearsal">{_e("; ".join(labels))}: these results come from the built-in target, which simulates '
             f"a GPU; its timings are simulated{sped}. They are not a measurement of any server.</p>")
 

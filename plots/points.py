@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from llmload.results.metrics import Metric
-from llmload.results.predicted import played_factor, scaled_distribution
+from llmload.results.predicted import kind_of, scaled_distribution
 from llmload.results.slo import parse_slos
 from plots.results import MeasuredCell, effort_part
 
@@ -211,7 +211,7 @@ def by_turn(cells: Sequence[MeasuredCell], field: str) -> dict[str, Series]:
         if not shown:
             continue
         label = (c.label if len({x.source for x in cells}) == 1 else f"{c.gpu} {c.label}") or "run"
-        played = [scaled_distribution(d, played_factor(field, c.speedup)) for _, d in shown]  # a rehearsal's: the GPU's
+        played = [scaled_distribution(d, c.time_scale.factor(kind_of(field))) for _, d in shown]  # a rehearsal's: the GPU's
         out[label] = Series(tuple(t for t, _ in shown), tuple(p.median for p in played), tuple(d.count for _, d in shown),
                             tuple(p.p90 for p in played),
                             tuple(None if p.median_ci95 is None else tuple(p.median_ci95) for p in played),

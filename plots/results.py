@@ -16,8 +16,9 @@ from typing import Any
 
 from llmload.errors import ResultsError
 from llmload.options import config_name, option_by_key
-from llmload.results.predicted import played_factor
-from llmload.results.provenance import bare_model_name, rehearsal_speedup, served_by_of
+from llmload.results.predicted import kind_of
+from llmload.results.provenance import bare_model_name, served_by_of
+from llmload.timescale import TimeScale, time_scale_of
 from llmload.results.records import record_rows
 from llmload.results.server_metrics import MetricsSample, read_samples
 from llmload.results.summary import Measures, Summary, metric_ci95, metric_value
@@ -137,13 +138,13 @@ class MeasuredCell:
         return tuple(out)
 
     @property
-    def speedup(self) -> float:
-        """A rehearsal's SPEEDUP (its figures are read as predicted for the GPU it played); 1 for a real server."""
-        return rehearsal_speedup(self.served_by)
+    def time_scale(self) -> TimeScale:
+        """The run's time scale (its figures are read as predicted for the GPU a rehearsal played); 1 for a real server."""
+        return time_scale_of(self.config)
 
     def metric(self, path: str) -> float | None:
         """A summary number by dotted path (``response_time_ms.median``); None when this run has none. A rehearsal's
-        times and rates are the played GPU's (x SPEEDUP, / SPEEDUP), as its summary's ``predicted`` block has them.
+        times and rates are the played GPU's (by its time scale), as its summary's ``predicted`` block has them.
 
         A path that names no Summary field raises ResultsError: a misspelt metric must not silently
         leave a figure empty.
@@ -159,7 +160,7 @@ class MeasuredCell:
 
     def _played(self, path: str) -> float:
         field, _, statistic = path.partition(".")
-        return 1.0 if statistic == "count" else played_factor(field, self.speedup)
+        return 1.0 if statistic == "count" else self.time_scale.factor(kind_of(field))
 
     def output_tokens(self) -> list[int]:
         """Each successful request's output token count, read fast (only the fields needed); an effort part's own only."""

@@ -127,8 +127,9 @@ def served_by_short(cell: MeasuredCell) -> str:
     if s is None:
         return "not recorded"
     if is_rehearsal(s):
-        scaled = ", times and rates scaled back" if cell.speedup != 1.0 else ""  # MeasuredCell.metric
-        return f"REHEARSAL {s.get('name')} {s.get('gpu_profile')} {s.get('speedup') or 1:g}x{scaled}"
+        scale = cell.time_scale
+        scaled = f" {scale.text()}, times and rates scaled back" if scale.sped_up else ""  # MeasuredCell.metric
+        return f"REHEARSAL {s.get('name')} {s.get('gpu_profile')}{scaled}"
     return f"server {s.get('version') or '(no /version)'}"
 
 

@@ -11,6 +11,7 @@ from conftest import REPO, run_cli
 from llmload import options as opts
 from llmload.loadtest.runconfig import parse_run_args
 from llmload.loadtest.console import Progress, banner_lines, progress_line
+from llmload.timescale import resolve_time_scale
 
 SIM = {"name": "llmload.sim", "rehearsal": True, "version": "0.32.0-sim", "gpu_profile": "a100", "speedup": 20.0}
 
@@ -22,9 +23,11 @@ def options(**given):
 @pytest.mark.pure
 def test_banner_says_target_load_duration_and_where_results_go():
     lines = banner_lines(options(DURATION="2m", SPEEDUP=20, USERS=8, PROMPTS="random:512:128", MAX_TOKENS=800),
-                         "http://127.0.0.1:9", "openai/gpt-oss-20b", SIM, "results/x/", {"max_tokens": "128"})
+                         "http://127.0.0.1:9", "openai/gpt-oss-20b", SIM, "results/x/", {"max_tokens": "128"},
+                         resolve_time_scale(20.0, SIM))
     text = "\n".join(lines)
-    assert lines[0].startswith("llmload: 6s of load (DURATION 2m / SPEEDUP 20), 8 users")
+    assert lines[0].startswith("llmload: 6s of load (DURATION 2m on the target's clock, SPEEDUP 20x), 8 users")
+    assert "UNVALIDATED prediction" in text  # SIM says nothing of how its profile was validated
     assert "REHEARSAL (built-in target playing a100, SPEEDUP 20x)" in text and "openai/gpt-oss-20b" in text
     assert "results  results/x/" in text and "max_tokens 128" in text
     assert "MAX_TOKENS=800 is not sent" in text  # the setting the prompt set overrides, said so

@@ -12,6 +12,7 @@ from llmload.promptsets.catalog import Prompt, load_prompt_set
 from llmload.promptsets.conversation import Conversation
 from llmload.promptsets.followups import FOLLOWUP_TOKENS, FollowUp, followup_set, later_turns
 from llmload.promptsets.prefixes import with_shared_prefixes
+from llmload.timescale import TimeScale
 from llmload.promptsets.tokens import prompt_tokens, text_tokens
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
@@ -129,8 +130,8 @@ def test_think_time_that_is_not_a_duration_is_refused_naming_the_setting(text):
         parse_think_time(text)
 
 
-def test_turns_are_drawn_per_conversation_and_think_times_divided_by_speedup():
-    plan = TurnPlan.of("2-4", "exp:10s", speedup=10)
+def test_turns_are_drawn_per_conversation_and_think_times_put_on_the_targets_clock():
+    plan = TurnPlan.of("2-4", "exp:10s", TimeScale(10.0))
     rng = random.Random(0)
     drawn = [plan.turns(rng) for _ in range(3000)]
     assert set(drawn) == {2, 3, 4} and plan.conversations

@@ -3,7 +3,7 @@
 import pytest
 
 from llmload.errors import ConfigError
-from llmload.results.cost import DEFAULT_PRICES, cost_per, goodput_tokens_per_s, price_of, usd_per_gpu_hour
+from llmload.results.cost import DEFAULT_PRICES, cost_per, price_of, usd_per_gpu_hour
 from llmload.results.decision import decision_rows
 from llmload.results.records import RequestRecord
 from llmload.results.slo import parse_slos, slos_of
@@ -12,7 +12,7 @@ from llmload.sim.hardware import GPU_FIGURES
 
 
 def summarize(records, config):
-    """As a run summarizes its records: its SLOs parsed from its config (limits divided by a rehearsal's SPEEDUP)."""
+    """As a run summarizes its records: its SLOs parsed from its config (limits on the target's clock)."""
     return summarize_records(records, config, slos=slos_of(config))
 
 pytestmark = pytest.mark.pure
@@ -69,17 +69,19 @@ def test_a_run_gets_its_cost_with_gpus_and_goodput():
 
 def test_goodput_tokens_count_only_requests_that_met_every_slo():
     mixed = [_record(i, e2e_s=2.0 if i % 2 else 5.0) for i in range(400)]
-    slos = parse_slos("e2e_p90<=3s")
-    span = (0.0, max(r.start_monotonic_s + r.e2e_s for r in mixed))
-    rate, _ = goodput_tokens_per_s(mixed, span, slos)
-    assert rate == pytest.approx(200 * 100 / span[1])
-    assert goodput_tokens_per_s(mixed, span, ()) == (None, None)
+    span_s = max(r.start_monotonic_s + r.e2e_s for r in mixed)
+    judged = summarize(mixed, {"gpu": "h100", "slo": "e2e_p90<=3s"})
+    assert judged.goodput_output_tok_s == pytest.approx(200 * 100 / span_s)
+    assert judged.cost.usd_per_million_goodput_tokens == pytest.approx(11.06 / 3600 / judged.goodput_output_tok_s * 1e6)
+    unjudged = summarize(mixed, {"gpu": "h100"})
+    assert unjudged.goodput_output_tok_s is None and unjudged.cost.usd_per_million_goodput_tokens is None
 
 
 def test_a_rehearsal_is_predicted_for_its_gpu_and_priced_there():
     raw = summarize(RECORDS, {"gpu": "h200", "served_by": SIM})
     p = raw.predicted
-    assert p.label == "predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 10x scaled back)"
+    assert p.label == "predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 10x scaled back; UNVALIDATED)"
+    assert not p.validated and "UNVALIDATED" in p.validation  # SIM says nothing of its validation
     assert p.rps == pytest.approx(raw.rps / 10) and p.rps_ci95 == pytest.approx([x / 10 for x in raw.rps_ci95])
     assert p.ttft_ms.median == pytest.approx(raw.ttft_ms.median * 10)
     assert p.tpot_ms.p90_ci95 == pytest.approx([x * 10 for x in raw.tpot_ms.p90_ci95])
@@ -101,4 +103,37 @@ def test_decision_rows_take_the_largest_load_meeting_the_slo_per_gpu_and_model()
     by_gpu = {r.gpu: r for r in rows}
     assert by_gpu["h100"].capacity == 8 and not by_gpu["h100"].predicted and by_gpu["h100"].runs == 3
     assert by_gpu["h200"].capacity == 32 and by_gpu["h200"].predicted and by_gpu["h200"].basis.startswith("predicted for h200")
-    assert by_gpu["h200"].usd_per_million_output_tokens is not None
+    figures = {f.name: f for f in by_gpu["h200"].figures}
+    assert figures["usd_per_million_output_tokens"].value is not None
+    assert list(figures) == ["output_throughput_tok_s", "usd_per_million_output_tokens", "usd_per_million_goodput_tokens"]
+
+
+def _summary_of(config):
+    return summarize([_record(i, 2.0) for i in range(100)], {"gpu": "h100", "model": "gpt-oss-20b",
+                                                              "slo": "e2e_p90<=3s", **config})
+
+
+def test_decision_rows_rank_rate_runs_by_their_rate_and_trace_runs_by_their_speed():
+    """A RATE sweep whose runs met the SLO has a capacity (its largest rate), not "no run met the SLO"; a trace's
+    runs rank by TRACE_SPEED, never as users=1; and kinds of load are never compared with each other."""
+    rows = decision_rows([_summary_of({"rate": 2.0, "users": 1}), _summary_of({"rate": 8.0, "users": 1}),
+                          _summary_of({"trace": "t.jsonl", "trace_speed": 3.0, "users": 1}),
+                          _summary_of({"trace": "t.jsonl", "trace_speed": 0.5, "users": 1})])
+    by = {r.capacity_by: r for r in rows}
+    assert set(by) == {"rate", "trace_speed"}
+    assert by["rate"].capacity == 8.0 and by["rate"].capacity_from == "largest load meeting the SLO among the runs"
+    assert by["trace_speed"].capacity == 3.0 and by["trace_speed"].runs == 2
+
+
+def test_a_validated_prediction_carries_its_model_error_and_an_unvalidated_one_says_so():
+    validated = {**SIM, "validation": {"status": "validated", "method": "leave one operating point out",
+                                       "errors": {"rps": {"worst_abs": 0.12}, "server_ttft_mean_ms": {"worst_abs": 0.22}}}}
+    p = summarize(RECORDS, {"gpu": "h200", "served_by": validated}).predicted
+    assert p.validated and p.model_error["rps"] == pytest.approx(0.12) and p.model_error["ttft_ms"] == pytest.approx(0.22)
+    assert p.model_error["tpot_ms"] is None  # the profile was not validated for it
+    row = decision_rows([summarize(RECORDS, {"gpu": "h200", "served_by": validated, "users": 8})])[0]
+    assert row.validated and {f.name: f.model_error for f in row.figures}["usd_per_million_output_tokens"] == pytest.approx(0.12)
+    unvalidated = {**SIM, "validation": {"status": "unvalidated", "method": "extrapolated from h200 by hardware figures"}}
+    q = summarize(RECORDS, {"gpu": "h200", "served_by": unvalidated}).predicted
+    assert not q.validated and q.validation.startswith("UNVALIDATED prediction: extrapolated from h200")
+    assert "not measurements" in q.validation and set(q.model_error.values()) == {None}

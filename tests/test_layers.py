@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("llmload", "plots")
 # Each layer may import itself and the layers listed before it (stages of the data path).
 LAYERS = (
-    ("llmload.errors", "llmload.options", "llmload.settings", "llmload.system", "llmload.credentials"),
+    ("llmload.errors", "llmload.options", "llmload.settings", "llmload.system", "llmload.credentials", "llmload.timescale"),
     ("llmload.promptsets", "llmload.results"),
     ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate"),
     ("llmload.client",),
@@ -63,7 +63,8 @@ def test_every_import_points_to_the_same_or_an_earlier_layer():
 
 
 def test_plots_reads_only_results():
-    allowed = ("llmload.results", "llmload.errors", "llmload.system.files", "llmload.options", "llmload.settings", "plots")
+    allowed = ("llmload.results", "llmload.errors", "llmload.system.files", "llmload.options", "llmload.settings",
+               "llmload.timescale", "plots")
     wrong = [f"{m} -> {t}" for m, targets in _imports().items() if m.startswith("plots")
              for t in targets if not t.startswith(allowed)]
     assert wrong == []

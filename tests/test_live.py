@@ -3,6 +3,7 @@
 import pytest
 
 from llmload.loadtest.live import LiveStats
+from llmload.timescale import TimeScale
 from factories import make_record
 
 pytestmark = pytest.mark.pure  # needs no server: `make test-fast` runs it
@@ -31,7 +32,7 @@ def test_rows_in_milliseconds_and_failures_left_out():
 
 def test_a_rehearsal_adds_rows_predicted_for_the_gpu_it_plays():
     live = LiveStats()
-    live.played = ("predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)", 20.0)
+    live.played = ("predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)", TimeScale(20.0))
     live.add(_record(0.010, [0.001, 0.001], 3))
     rows = {row["metric"]: row for row in live.rows()}
     predicted = "TTFT (ms) predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)"

@@ -6,7 +6,8 @@ import re
 import pytest
 
 from factories import make_record
-from llmload.results.metrics import BY_NAME, METRICS, OWN_METRICS, VLLM_FIRST, VLLM_METRICS, VLLM_ORDER
+from llmload.results.metrics import (BY_NAME, MEASURED_RUN_METRICS, METRICS, OWN_METRICS, VLLM_FIRST, VLLM_METRICS,
+                                     VLLM_ORDER, run_metric_fields)
 from llmload.results.records import RequestRecord
 from llmload.results.slo import SLO_METRICS
 from llmload.results.summary import Distribution, Measures, summarize
@@ -29,7 +30,10 @@ def test_measures_holds_one_distribution_per_row_in_the_table_order():
     assert distributions == [m.summary for m in METRICS]
     summary = summarize([make_record(completion_tokens=5, itl_s=[0.01] * 4)])
     assert all(isinstance(getattr(summary, m.summary), Distribution) for m in METRICS)
-    assert list(summary.to_dict())[13:13 + len(METRICS)] == [m.summary for m in METRICS]  # after reasoning_ratio
+    keys = list(summary.to_dict())
+    run_level = list(run_metric_fields(MEASURED_RUN_METRICS))
+    assert keys[:len(run_level)] == run_level  # the run-level figures first, in the table's order
+    assert keys[len(run_level):len(run_level) + len(METRICS)] == [m.summary for m in METRICS]
 
 
 def test_vllm_first_order():

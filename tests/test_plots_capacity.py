@@ -8,7 +8,7 @@ import pytest
 from factories import make_record
 from llmload.errors import ResultsError
 from llmload.results.efforts import mixed_efforts
-from llmload.results.slo import parse_slos
+from llmload.results.slo import slos_of
 from llmload.results.storage import write_summary
 from llmload.results.summary import summarize
 from plots.capacity import WHOLE_RUN, load_capacity
@@ -34,7 +34,7 @@ def _capacity_out(tmp_path, answer=2, ci95=(1, 3), speedup=None):
     for users in (1, 2, 4):
         fast = speedup or 1.0
         records = [_record(i, 0.1 * users / fast, "low") for i in range(30)] + [_record(i, 0.2 * users / fast, "high") for i in range(30)]
-        summary = summarize(records, config, slos=parse_slos(SLO, fast), mix_efforts=mixed_efforts("mix:low=1,high=1"))
+        summary = summarize(records, config, slos=slos_of(config), mix_efforts=mixed_efforts("mix:low=1,high=1"))
         key = f"step-u{users}"
         (tmp_path / "cells" / key).mkdir(parents=True)
         write_summary(tmp_path / "cells" / key, summary)

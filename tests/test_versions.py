@@ -83,6 +83,12 @@ SUMMARY_FIELDS[6] = {**SUMMARY_FIELDS[5], "Summary": SUMMARY_FIELDS[5]["Summary"
                                    "reasoning_tokens"}
 SUMMARY_FIELDS[7] = {**SUMMARY_FIELDS[6], "Measures": SUMMARY_FIELDS[6]["Measures"] + " answer_json_ratio "
                                                                                       "answer_valid_ratio answer_valid_ratio_ci95"}
+SUMMARY_FIELDS[8] = {**SUMMARY_FIELDS[7],
+                      "Measures": SUMMARY_FIELDS[7]["Measures"] + " goodput_output_tok_s goodput_output_tok_s_ci95",
+                      "Predicted": SUMMARY_FIELDS[7]["Predicted"].replace("speedup", "scaled_by validated validation "
+                                                                          "model_error goodput_output_tok_s "
+                                                                          "goodput_output_tok_s_ci95"),
+                      "SloResult": SUMMARY_FIELDS[7]["SloResult"] + " requests_unmeasurable"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

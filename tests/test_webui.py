@@ -68,7 +68,8 @@ def test_the_host_is_labelled_a_rehearsal_only_when_it_is_the_built_in_target():
     labels = TargetLabels(identity_of)
     assert labels.known("http://sim") == ""  # not asked yet
     assert labels("http://sim") == ("REHEARSAL (built-in target playing a100, SPEEDUP 20x), simulated timings (not a measurement); "
-                                    "Locust's tables and charts: the sped-up times; Streaming metrics: predicted for a100")
+                                    "Locust's tables and charts: the sped-up target's times; Streaming metrics and the LLM charts: "
+                                    "predicted for a100")
     assert labels("http://vllm") == "" and labels("http://down") == ""
     assert labels("http://sim") == labels.known("http://sim") and labels("http://vllm") == ""
     labels("http://down")

@@ -51,3 +51,9 @@ class Replay:
     def offsets_s(self, seed: int) -> Iterator[float]:
         """The due times in seconds from the start, the first at 0 (``seed`` unused: a trace is its own schedule)."""
         return (t / self.speed for t in self.times_s)
+
+    @property
+    def rate_rps(self) -> float:
+        """The schedule's mean rate in requests per second: its rows over its span (0 for fewer than two rows)."""
+        span_s = (self.times_s[-1] - self.times_s[0]) / self.speed if len(self.times_s) > 1 else 0.0
+        return (len(self.times_s) - 1) / span_s if span_s > 0 else 0.0

@@ -14,7 +14,8 @@ from typing import Any, Callable, TextIO
 
 from llmload.loadtest.runconfig import RunConfig
 from llmload.results.provenance import is_rehearsal, rehearsal_text
-from llmload.results.predicted import predicted_label
+from llmload.results.predicted import predicted_label, validation_words
+from llmload.timescale import REAL_TIME, TimeScale
 
 __all__ = ["banner_lines", "override_notes", "progress_line", "format_s", "Progress"]
 
@@ -36,7 +37,7 @@ def override_notes(options: RunConfig, overrides: dict[str, str]) -> list[str]:
     return notes
 
 
-def _load_text(options: RunConfig) -> str:
+def _load_text(options: RunConfig, scale: TimeScale) -> str:
     cap = f", at most {options.max_concurrency} in flight" if options.max_concurrency else ""
     if options.trace:
         speed = f", {options.trace_speed:g}x as fast" if options.trace_speed != 1 else ""
@@ -52,8 +53,8 @@ def _load_text(options: RunConfig) -> str:
         how += f", conversations of {options.turns} turns" + (f", think time {options.think_time}" if options.think_time.strip() != "0" else "")
     if options.requests:
         return f"{options.requests} requests, {how}" if options.rate else f"{options.requests} requests, at most {how} at once"
-    seconds = options.scaled_duration_s
-    scaled = f" (DURATION {options.run_time} / SPEEDUP {options.speedup:g})" if options.speedup != 1 else ""
+    seconds = scale.target_s(options.duration_s or 0.0)
+    scaled = f" (DURATION {options.run_time} on the target's clock, {scale.text()})" if scale.sped_up else ""
     return f"{format_s(seconds)} of load{scaled}, {how}" + ("" if options.rate else " (closed loop)")
 
 
@@ -66,7 +67,7 @@ def _prompts_text(options: RunConfig) -> str:
 
 
 def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str, Any], results: str,
-                 overrides: dict[str, str]) -> list[str]:
+                 overrides: dict[str, str], scale: TimeScale = REAL_TIME) -> list[str]:
     """The lines printed before any load: what is loaded, how, for how long, and where results go."""
     max_tokens = overrides.get("max_tokens") or (options.max_tokens or "server default")
     if is_rehearsal(served_by):
@@ -75,7 +76,7 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         version = served_by.get("version")
         target = f"{host} ({f'reports version {version}' if version else 'no /version: not vLLM?'})"
     lines = [
-        f"llmload: {_load_text(options)}; effort {options.effort}, max_tokens {max_tokens}, prompts {_prompts_text(options)}, "
+        f"llmload: {_load_text(options, scale)}; effort {options.effort}, max_tokens {max_tokens}, prompts {_prompts_text(options)}, "
         f"client {options.client}, API {options.api}"
         + (f", RESPONSE_FORMAT {options.response_format}" if options.response_format else ""),
         f"  target   {target}",
@@ -83,7 +84,12 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         f"  results  {results}",
     ]
     if is_rehearsal(served_by):
-        lines.append(f"  timings  {predicted_label(served_by)}: times x SPEEDUP, rates / SPEEDUP, raw figures beside them")
+        lines.append(f"  timings  {predicted_label(served_by)}: {scale.conversion_text()}, raw figures beside them")
+        validation = served_by.get("validation") if isinstance(served_by.get("validation"), dict) else {}
+        if validation.get("status") != "validated":
+            lines.append(f"  model    {validation_words(validation)}")
+    if (adopted := scale.adopted_text()) is not None:
+        lines.append(f"  scale    {adopted}")
     lines += [f"  note     {n}" for n in override_notes(options, overrides)]
     return lines
 

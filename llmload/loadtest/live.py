@@ -25,6 +25,7 @@ from llmload.results.histogram import LogHistogram
 from llmload.results.metrics import METRICS
 from llmload.results.provenance import rehearsal_text
 from llmload.results.records import RequestRecord
+from llmload.timescale import TimeScale, time_scale_of
 
 __all__ = ["LiveStats", "TargetLabels", "install_streaming_tab", "charts_page", "SERIES_PATH", "CHARTS_PATH",
            "TARGET_PATH", "WINDOW_S"]
@@ -105,8 +106,9 @@ class LiveStats:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.run_dir = ""
-        self.played: tuple[str, float] | None = None
-        """A rehearsal: (``predicted for <gpu> (...)``, SPEEDUP): its rows again, scaled to the GPU it plays."""
+        self.played: tuple[str, TimeScale] | None = None
+        """A rehearsal: (``predicted for <gpu> (...)``, its time scale): its rows again and its charts, as the GPU it
+        plays would show them."""
         self.clear()
 
     def clear(self) -> None:
@@ -166,7 +168,8 @@ class LiveStats:
                 window.histograms[m.name].add(values[i])
 
     def series(self) -> dict[str, Any]:
-        """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s)."""
+        """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s); a
+        rehearsal's as the GPU it plays would show them (its time scale's), and ``figures`` says which."""
         finished = int((self.clock() - self.started_unix_s) // WINDOW_S)  # the window still filling is left out
         points = []
         for index in sorted(i for i in self.windows if i < finished):
@@ -174,7 +177,11 @@ class LiveStats:
             if point is None:
                 point = self._points[index] = self.windows[index].point(index)
             points.append(point)
-        return {"window_s": WINDOW_S, "run_dir": self.run_dir, "points": points}
+        if self.played is None:
+            return {"window_s": WINDOW_S, "run_dir": self.run_dir, "points": points, "figures": "as measured"}
+        label, scale = self.played
+        return {"window_s": WINDOW_S, "run_dir": self.run_dir, "points": [_played(point, scale) for point in points],
+                "figures": f"{label}: {scale.conversion_text()}"}
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [_row(f"results folder: {self.run_dir}")] if self.run_dir else []
@@ -187,10 +194,11 @@ class LiveStats:
         output, reasoning = self.output_tokens.total, self.reasoning_tokens.total
         rows.append(_row("output tokens/s (mean so far)", self.output_tokens.count, output / elapsed_s))
         if self.played is not None:
-            label, speedup = self.played
-            for m in _TABLE:  # every time scales back by the speedup
-                rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit}) {label}", m.scale * speedup))
-            rows.append(_row(f"output tokens/s {label}", self.output_tokens.count, output / elapsed_s / speedup))
+            label, scale = self.played
+            for m in _TABLE:  # every time as the played GPU's
+                rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit}) {label}", m.scale * scale.factor(m.kind)))
+            rows.append(_row(f"output tokens/s {label}", self.output_tokens.count,
+                             scale.played(output / elapsed_s, "rate")))
         rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
         rows.append(_row("reasoning share of output (%)", self.reasoning_tokens.count,
                          100.0 * reasoning / output if output else None))
@@ -209,12 +217,21 @@ def _row(metric: str, count: int | None = None, mean: float | None = None, media
     return {"metric": metric, "count": count, "mean": mean, "median": median, "p90": p90, "p99": p99, "max": maximum}
 
 
+def _played(point: dict[str, Any], scale: TimeScale) -> dict[str, Any]:
+    """A chart point as the played GPU would show it: each latency by its metric's kind, output tokens/s as a rate."""
+    played = {**point, "output_tok_s": scale.played(point["output_tok_s"], "rate")}
+    for m in _CHARTS:
+        for stat in ("p50", "p90"):
+            played[f"{m.name}_{m.unit}_{stat}"] = scale.played(point[f"{m.name}_{m.unit}_{stat}"], m.kind)
+    return played
+
+
 def _web_ui_text(identity: dict[str, Any]) -> str:
-    """The rehearsal text, and at SPEEDUP above 1 which of the web UI's figures are the played GPU's."""
+    """The rehearsal text, and on a sped-up target which of the web UI's figures are the played GPU's."""
     text = rehearsal_text(identity)
-    if (identity.get("speedup") or 1) > 1:
-        text += (f"; Locust's tables and charts: the sped-up times; Streaming metrics: predicted for "
-                 f"{identity.get('gpu_profile') or '?'}")
+    if time_scale_of({"served_by": {**identity, "rehearsal": True}}).sped_up:
+        text += (f"; Locust's tables and charts: the sped-up target's times; Streaming metrics and the LLM charts: "
+                 f"predicted for {identity.get('gpu_profile') or '?'}")
     return text
 
 

@@ -15,7 +15,8 @@ from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "simulator_identity", "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
+__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "simulator_identity",
+           "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class ServerInfo:
     version: str | None
     """vLLM's ``/version``; None when the server has none (not vLLM)."""
     simulator: dict[str, Any] | None = None
-    """The built-in target's own description (GPU profile, SPEEDUP); None for any other server."""
+    """The built-in target's own description (GPU profile, time scale, validation); None for any other server."""
     max_model_len: dict[str, int] = field(default_factory=dict)
     """Each model's max context in tokens, where /v1/models tells (vLLM's ``max_model_len``)."""
 
@@ -108,7 +109,7 @@ def check_api(info: ServerInfo, api: str, api_key: str = "", timeout_s: float = 
 
 
 def simulator_identity(base_url: str, api_key: str = "", timeout_s: float = 10.0) -> dict[str, Any] | None:
-    """The built-in target's own description (GET /llmload/sim: its GPU profile and SPEEDUP); None from a server
+    """The built-in target's own description (GET /llmload/sim: its GPU profile and time scale); None from a server
     that answers without one. ControlCallFailed when nothing answers; ValueError when ``base_url`` is not a URL."""
     try:
         answer = get_json(f"{server_root(base_url)}{IDENTITY_PATH}", api_key, timeout_s)
@@ -156,14 +157,15 @@ def continuous_usage(choice: str, info: ServerInfo) -> bool:
 def served_by(info: ServerInfo, model: str) -> dict[str, Any]:
     """What answered the requests, as the server itself reported it (never what a scenario declares).
 
-    ``rehearsal`` is true for the built-in target, whose timings are simulated (and SPEEDUP times faster).
+    ``rehearsal`` is true for the built-in target, whose timings are simulated (on its own time scale), and its
+    profile's ``validation`` says how far its predictions were checked against measurements.
     """
     if info.simulator is not None:
         sim = info.simulator
         return {"name": str(sim.get("served_by", "llmload.sim")), "rehearsal": True, "version": sim.get("version"),
                 "model": model, "gpu_profile": sim.get("gpu_profile"), "speedup": float(sim.get("speedup") or 1.0),
                 "profile": sim.get("profile"), "profile_kind": sim.get("profile_kind"),
-                "host": info.base_url}
+                "validation": sim.get("validation"), "host": info.base_url}
     return {"name": "server", "rehearsal": False, "version": info.version, "model": model, "host": info.base_url}
 
 
@@ -180,15 +182,12 @@ def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]],
         raise ServerError(f"VERIFY={info.base_url}: /tokenize answered without a count ({e})") from None
 
 
-def check_target_plays(gpu: str, speedup: float, served_by: dict[str, Any]) -> None:
-    """The built-in target plays the GPU (and SPEEDUP) it was started with: a form cannot change them mid-run."""
+def check_target_plays(gpu: str, served_by: dict[str, Any]) -> None:
+    """The built-in target plays the GPU it was started with: a form cannot change it mid-run (its time scale is
+    resolved from the target: llmload/timescale.py)."""
     if not served_by.get("rehearsal"):
         return
     playing = served_by.get("gpu_profile")
     if playing and gpu.strip().lower() != playing:
         raise LoadTestError(f"GPU={gpu}: the built-in target plays {playing} and cannot change while it runs; "
                             f"set GPU={playing}, or stop and start again with GPU={gpu}")
-    running = served_by.get("speedup") or 1.0
-    if speedup != 1.0 and speedup != running:
-        raise LoadTestError(f"SPEEDUP={speedup:g}: the built-in target runs at SPEEDUP {running:g} and cannot change "
-                            f"while it runs; set SPEEDUP={running:g}, or stop and start again with SPEEDUP={speedup:g}")

@@ -123,11 +123,6 @@ class RunConfig:
         """Whether requests are sent on a schedule (RATE or TRACE), one dispatching user per process, not by USERS."""
         return bool(self.rate or self.trace)
 
-    @property
-    def scaled_duration_s(self) -> float:
-        """DURATION divided by SPEEDUP: the built-in target runs that much faster (0 without a DURATION)."""
-        return (self.duration_s or 0.0) / self.speedup
-
     def record(self) -> dict[str, Any]:
         """The options as config.json and summary.json's ``config`` record them, with DURATION in seconds."""
         config = {config_name(o): getattr(self, o.dest) for o in RECORDED_OPTIONS}

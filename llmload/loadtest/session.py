@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -62,6 +62,7 @@ from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FI
                                      fresh_run_dir, write_summary)
 from llmload.results.summary import summarize
 from llmload.results.vllm_bench import write_vllm_bench
+from llmload.timescale import resolve_time_scale
 
 __all__ = ["RunSession", "RunOwner", "RunWorker", "start_session", "current_session", "current_collector",
            "current_live", "current_metrics", "start_measured_schedule"]
@@ -134,6 +135,8 @@ class RunSession(ABC):
         self.api_key = api_key_for(self.host, getattr(environment, "llmload_start_host", None) or self.host, typed)
         info = probe_server(self.host, self.api_key)
         check_api(info, config.api, self.api_key)  # the web UI's form may have changed API or HOST
+        self.scale = resolve_time_scale(config.speedup, served_by(info, ""))
+        """The run's one time scale, from its target: every conversion to the target's clock goes through it."""
         return info
 
     def _what_to_send(self, config: RunConfig) -> ChatOptions:
@@ -157,7 +160,7 @@ class RunSession(ABC):
         self._next_prompt = 0
         self.nonce = config.nonce == "on"
         self.seed = config.seed
-        self.turn_plan = TurnPlan.of(config.turns, config.think_time, config.speedup)
+        self.turn_plan = TurnPlan.of(config.turns, config.think_time, self.scale)
         self._conversations_started = 0
         return chat
 
@@ -167,11 +170,11 @@ class RunSession(ABC):
         self.timeout_s = config.request_timeout
         self.failure_backoff_s = config.failure_backoff
         self.failure_backoff_max_s = config.failure_backoff_max
-        # the target runs SPEEDUP times faster, so the same load on it is SPEEDUP times the rate
+        # the same load on a target that runs faster than the GPU it plays is that much the rate
         trace = self.workload.trace
         self.arrivals: Arrivals | Replay | None = (
-            Replay(tuple(row.offset_s for row in trace.rows), config.trace_speed * config.speedup) if trace is not None
-            else Arrivals(config.rate * config.speedup, config.arrivals, config.burstiness) if config.rate > 0 else None)
+            Replay(tuple(row.offset_s for row in trace.rows), self.scale.target_rate(config.trace_speed)) if trace is not None
+            else Arrivals(self.scale.target_rate(config.rate), config.arrivals, config.burstiness) if config.rate > 0 else None)
         self.requests = len(trace.rows) if trace is not None else config.requests  # measured; 0: DURATION ends the test
         self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
         self.max_concurrency = share(config.max_concurrency, self.plan)  # the cap split over the workers
@@ -284,14 +287,15 @@ class RunOwner(RunSession):
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         # RATE or TRACE: one dispatching user per process, not a load setting (USERS is 1)
         self._open_run_dir(config, 1 if config.open_loop else runner.target_user_count or config.num_users)
-        self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.efforts.efforts, scheduled_rps=config.rate * config.speedup) \
+        self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.efforts.efforts, api=config.api,
+                                  scheduled_rps=self.arrivals.rate_rps if self.arrivals is not None else 0.0) \
             if config.metrics_port else None  # METRICS_PORT's figures (exporter.py serves them)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:
             self.live.run_dir = str(self.run_dir)
             served = self.config["served_by"]
             if served.get("rehearsal"):
-                self.live.played = (predicted_label(served), float(served.get("speedup") or 1.0))
+                self.live.played = (predicted_label(served), self.scale)
         self.collector: MasterCollector | None = None
         if isinstance(runner, MasterRunner):
             self.collector = MasterCollector(runner, self.add, config.warmup_requests, self.requests, end_test,
@@ -310,9 +314,10 @@ class RunOwner(RunSession):
         chat = self.chat
         self.config = {**config.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
                        "served_by": served_by(self.server, chat.model), "users": users,
-                       "prompt_overrides": prompt_overrides(self.prompts)}
-        check_target_plays(config.gpu, config.speedup, self.config["served_by"])
-        self.slos: tuple[Slo, ...] = slos_of(self.config)  # limits divided by the SPEEDUP of the target it found
+                       "prompt_overrides": prompt_overrides(self.prompts), "speedup": self.scale.speedup,
+                       "time_scale": asdict(self.scale)}
+        check_target_plays(config.gpu, self.config["served_by"])
+        self.slos: tuple[Slo, ...] = slos_of(self.config)  # limits on the target's clock, by the run's time scale
         self.mix_efforts = mixed_efforts(config.effort)
         # Named from what the test starts with (the web UI's form included), not from what `make ui` was given.
         base = Path(config.out) if config.out else default_run_dir(config.gpu, chat.model, config.effort, users)

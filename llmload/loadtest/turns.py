@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from llmload.errors import ConfigError
 from llmload.settings import parse_duration_s
+from llmload.timescale import REAL_TIME, TimeScale
 
 __all__ = ["TurnPlan", "parse_turns", "parse_think_time"]
 
@@ -46,19 +47,18 @@ def parse_think_time(text: str) -> tuple[float, bool]:
 
 @dataclass(frozen=True)
 class TurnPlan:
-    """A run's TURNS and THINK_TIME, parsed; ``think_scale`` divides the waits (1 / SPEEDUP)."""
+    """A run's TURNS and THINK_TIME, parsed; ``think_s`` on the target's clock (the run's time scale's)."""
 
     fewest: int
     most: int
     think_s: float
     exponential: bool
-    think_scale: float = 1.0
 
     @classmethod
-    def of(cls, turns: str, think_time: str, speedup: float = 1.0) -> TurnPlan:
+    def of(cls, turns: str, think_time: str, scale: TimeScale = REAL_TIME) -> TurnPlan:
         fewest, most = parse_turns(turns)
         think_s, exponential = parse_think_time(think_time)
-        return cls(fewest, most, think_s, exponential, 1.0 / speedup)
+        return cls(fewest, most, scale.target_s(think_s), exponential)
 
     @property
     def conversations(self) -> bool:
@@ -71,5 +71,5 @@ class TurnPlan:
 
     def think_time_s(self, rng: random.Random) -> float:
         """One wait between an answer and the next turn."""
-        mean_s = self.think_s * self.think_scale
+        mean_s = self.think_s
         return rng.expovariate(1.0 / mean_s) if self.exponential and mean_s > 0 else mean_s

@@ -2,10 +2,11 @@
 
     usd_per_million_output_tokens = usd_per_gpu_hour x gpus / 3600 / output tokens per second x 1e6
 
-and alike for total (prompt + output) tokens, requests (per thousand) and, with SLO, the output tokens of requests
-that met every SLO (goodput tokens). Each comes with a 95% interval where its rate has one (the same batch means):
-the cost falls as the rate rises, so the rate's upper bound gives the cost's lower one. A rehearsal is priced at
-the rates predicted for the GPU it played (its raw rates divided by SPEEDUP). Pure functions, no I/O.
+and alike for every money row of the run-level metric table (results/metrics.py: each names the rate it prices and
+per how many of its units): total (prompt + output) tokens, requests (per thousand) and, with SLO, the output tokens
+of requests that met every SLO (goodput tokens). Each comes with a 95% interval where its rate has one (the same
+batch means): the cost falls as the rate rises, so the rate's upper bound gives the cost's lower one. A rehearsal is
+priced at the rates predicted for the GPU it played (results/predicted.py). Pure functions, no I/O.
 
 PRICE sets USD per GPU-hour; without it the GPU label's default below applies: public on-demand list prices, each
 with where it was read and when. They are defaults to replace with your own price, not quotes.
@@ -17,14 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
-
 from llmload.errors import ConfigError
-from llmload.results.intervals import batch_means_ci, batches_for
-from llmload.results.records import RequestRecord
-from llmload.results.slo import Slo, is_good
+from llmload.results.metrics import MONEY_METRICS, run_metric_fields
 
-__all__ = ["ListPrice", "DEFAULT_PRICES", "Cost", "usd_per_gpu_hour", "price_of", "cost_per", "goodput_tokens_per_s", "run_cost"]
+__all__ = ["ListPrice", "DEFAULT_PRICES", "Cost", "usd_per_gpu_hour", "price_of", "cost_per", "run_cost"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +47,17 @@ DEFAULT_PRICES = {
 """USD per GPU-hour by GPU label: DEFAULTS (a whole one-GPU machine's list price), to be replaced by PRICE."""
 
 
+def _with_money_fields(cls: type) -> type:
+    """One field per money row of RUN_METRICS (and its interval), after ``cls``'s own: a row added is a field here."""
+    cls.__annotations__ = {**cls.__annotations__, **run_metric_fields(MONEY_METRICS)}
+    return cls
+
+
 @dataclass(frozen=True)
+@_with_money_fields
 class Cost:
-    """A run's cost at its price: per million tokens and per thousand requests, each with its 95% interval."""
+    """A run's cost at its price: each money row of the metric table (USD per million tokens, per thousand requests),
+    each with its 95% interval."""
 
     usd_per_gpu_hour: float | None
     """None: no PRICE and no default for the GPU label; every cost below is then None."""
@@ -61,15 +66,6 @@ class Cost:
     usd_per_server_hour: float | None
     basis: str
     """Whose rates were priced: ``measured``, or a rehearsal's ``predicted for <gpu> (...)``."""
-    usd_per_million_output_tokens: float | None
-    usd_per_million_output_tokens_ci95: list[float] | None
-    usd_per_million_total_tokens: float | None
-    usd_per_million_total_tokens_ci95: list[float] | None
-    usd_per_thousand_requests: float | None
-    usd_per_thousand_requests_ci95: list[float] | None
-    usd_per_million_goodput_tokens: float | None = None
-    """With SLO: output tokens of requests that met every SLO."""
-    usd_per_million_goodput_tokens_ci95: list[float] | None = None
 
 
 def usd_per_gpu_hour(text: str) -> float | None:
@@ -109,42 +105,15 @@ def cost_per(usd_per_hour: float | None, per_second: float | None, ci95: Sequenc
     return value, [usd_per_second / ci95[1] * unit, usd_per_second / ci95[0] * unit]
 
 
-def goodput_tokens_per_s(records: Sequence[RequestRecord], span_s: tuple[float, float],
-                         slos: Sequence[Slo]) -> tuple[float | None, list[float] | None]:
-    """Output tokens per second of successful requests that met every SLO, with its batch-means interval."""
-    if not slos:
-        return None, None
-    ok = [r for r in records if r.ok]
-    start_s, end_s = span_s
-    if not ok or end_s <= start_s:
-        return 0.0, None
-    weights = [float(r.completion_tokens or 0) if is_good(r, slos) else 0.0 for r in ok]
-    ends_s = [r.start_monotonic_s + r.e2e_s for r in ok]
-    batches = batches_for(end_s - start_s, float(np.median([r.e2e_s for r in ok])))
-    return sum(weights) / (end_s - start_s), batch_means_ci(ends_s, weights, start_s, end_s, batches)
-
-
-def run_cost(config: dict[str, Any], rates: Any, basis: str, speedup: float = 1.0,
-             goodput_tok_s: tuple[float | None, list[float] | None] = (None, None)) -> Cost:
-    """The cost of ``rates`` (rps, output and total throughput with their intervals, as Measures has them).
-
-    ``speedup``: a rehearsal's raw rates are that many times the played GPU's; they are divided back before pricing.
-    """
+def run_cost(config: dict[str, Any], rates: Any, basis: str) -> Cost:
+    """The cost of ``rates`` (the run's measures, or a rehearsal's figures predicted for the GPU it played): each
+    money row prices its rate row, with the interval from the rate's."""
     price, source = price_of(config.get("price"), str(config.get("gpu") or ""))
     gpus = int(config.get("gpus") or 1)
     per_hour = None if price is None else price * gpus
-
-    def priced(rate: float | None, ci: list[float] | None, unit: float) -> tuple[float | None, list[float] | None]:
-        if rate is None:
-            return None, None
-        return cost_per(per_hour, rate / speedup, None if ci is None else [ci[0] / speedup, ci[1] / speedup], unit)
-
-    output, output_ci = priced(rates.output_throughput_tok_s, rates.output_throughput_tok_s_ci95, 1e6)
-    total, total_ci = priced(rates.total_throughput_tok_s, rates.total_throughput_tok_s_ci95, 1e6)
-    requests, requests_ci = priced(rates.rps, rates.rps_ci95, 1e3)
-    good, good_ci = priced(goodput_tok_s[0], goodput_tok_s[1], 1e6)
-    return Cost(usd_per_gpu_hour=price, price_source=source, gpus=gpus, usd_per_server_hour=per_hour, basis=basis,
-                usd_per_million_output_tokens=output, usd_per_million_output_tokens_ci95=output_ci,
-                usd_per_million_total_tokens=total, usd_per_million_total_tokens_ci95=total_ci,
-                usd_per_thousand_requests=requests, usd_per_thousand_requests_ci95=requests_ci,
-                usd_per_million_goodput_tokens=good, usd_per_million_goodput_tokens_ci95=good_ci)
+    costs: dict[str, Any] = {}
+    for m in MONEY_METRICS:
+        rate = getattr(rates, m.prices)
+        costs[m.name], costs[f"{m.name}_ci95"] = (None, None) if rate is None else cost_per(
+            per_hour, rate, getattr(rates, f"{m.prices}_ci95", None), m.per)
+    return Cost(usd_per_gpu_hour=price, price_source=source, gpus=gpus, usd_per_server_hour=per_hour, basis=basis, **costs)

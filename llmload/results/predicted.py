@@ -1,5 +1,12 @@
-"""A rehearsal's figures as the GPU it played would show them: the built-in target ran SPEEDUP times faster, so its
-times are multiplied by SPEEDUP and its rates divided by it. Pure; the raw sped-up figures stay where they are.
+"""A rehearsal's figures as the GPU it played would show them, each with the model's own error beside it.
+
+The built-in target's figures are converted by the run's time scale (llmload/timescale.py: times x SPEEDUP, rates /
+SPEEDUP), row by row of the metric tables (results/metrics.py): every run-level figure whose kind a time scale
+changes, and every per-request metric. A prediction is only as good as the profile that made it: each profile
+records how it was validated (``validation``: its held-out errors per figure, from ``make calibrate``'s leave one
+operating point out, or ``unvalidated`` for one extrapolated by hardware figures), the target reports it, and every
+predicted figure carries that error (``model_error``) beside its sampling interval. Pure; the raw figures stay
+where they are.
 """
 
 from __future__ import annotations
@@ -7,15 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.results.metrics import METRICS
+from llmload.results.metrics import MEASURED_RUN_METRICS, METRICS, RUN_BY_NAME, run_metric_fields
 from llmload.results.provenance import is_rehearsal
+from llmload.timescale import TimeScale, time_scale_of
 
-__all__ = ["Times", "Predicted", "RATE_FIELDS", "predicted_label", "played_factor", "scaled_distribution", "scaled_interval",
-           "predict_played"]
+__all__ = ["Times", "Predicted", "PREDICTED_RUN_METRICS", "predicted_label", "kind_of", "scaled_distribution",
+           "predict_played", "model_error_of", "validation_words", "band"]
 
-RATE_FIELDS = ("rps", "output_throughput_tok_s", "total_throughput_tok_s", "goodput_rps")
-"""Summary fields that are rates: a rehearsal's divided by SPEEDUP (each with its ``_ci95``)."""
-_TIME_FIELDS = frozenset(("duration_s", *(m.summary for m in METRICS)))
+PREDICTED_RUN_METRICS = tuple(m for m in MEASURED_RUN_METRICS if m.kind in ("time", "rate"))
+"""The run-level figures a time scale changes (shares and counts are the target's as they are)."""
+_STANDS_IN = {"ttft_median_ms": "server_ttft_mean_ms", "tpot_median_ms": "server_itl_mean_ms"}
+"""A validation without the client's figure (answers in one burst) has the server's own, which the model predicts too."""
 
 
 @dataclass(frozen=True)
@@ -31,9 +40,18 @@ class Times:
     p99_ci95: list[float] | None
 
 
+def _with_table_fields(cls: type) -> type:
+    """After ``cls``'s own fields, one per run-level figure a time scale changes (with its interval), then one Times per
+    per-request metric: a row added to a table is a predicted figure here."""
+    cls.__annotations__ = {**cls.__annotations__, **run_metric_fields(PREDICTED_RUN_METRICS),
+                           **{m.summary: "Times" for m in METRICS}}
+    return cls
+
+
 @dataclass(frozen=True)
+@_with_table_fields
 class Predicted:
-    """A rehearsal's figures for the GPU it played (times x SPEEDUP, rates / SPEEDUP)."""
+    """A rehearsal's figures for the GPU it played, and how far its model can be trusted."""
 
     label: str
     """``predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)``."""
@@ -41,23 +59,15 @@ class Predicted:
     profile: str | None
     profile_kind: str | None
     """measured (fitted to a real server) or extrapolated (scaled from one by hardware figures)."""
-    speedup: float
-    duration_s: float
-    rps: float
-    rps_ci95: list[float] | None
-    output_throughput_tok_s: float
-    output_throughput_tok_s_ci95: list[float] | None
-    total_throughput_tok_s: float
-    total_throughput_tok_s_ci95: list[float] | None
-    goodput_rps: float | None
-    goodput_rps_ci95: list[float] | None
-    response_time_ms: Times
-    ttft_ms: Times
-    ttfvt_ms: Times
-    tpot_ms: Times
-    itl_ms: Times
-    decode_ms: Times
-    """One Times per row of the metric table (its summary field), each x SPEEDUP."""
+    scaled_by: float
+    """The target's SPEEDUP: its times were multiplied by it, its rates divided."""
+    validated: bool
+    """The profile was checked against measurements it was not fitted to; False: extrapolated, never checked."""
+    validation: str
+    """In words: how the profile was validated, or that it never was."""
+    model_error: dict[str, float | None]
+    """Per predicted figure (``rps``, ``ttft_ms``, ...), the model's relative error on operating points it was not
+    fitted to (the profile's worst held-out error); None where the profile was not validated for it."""
 
 
 def predicted_label(served_by: dict[str, Any]) -> str:
@@ -66,13 +76,17 @@ def predicted_label(served_by: dict[str, Any]) -> str:
     kind = served_by.get("profile_kind")
     detail = f"profile {profile}, {kind}" if profile and kind else f"profile {profile}" if profile else \
         f"built-in target, {kind}" if kind else "built-in target"
-    speedup = float(served_by.get("speedup") or 1.0)
-    scaled = f"; SPEEDUP {speedup:g}x scaled back" if speedup != 1.0 else ""
-    return f"predicted for {served_by.get('gpu_profile') or '?'} ({detail}{scaled})"
+    scale = TimeScale(float(served_by.get("speedup") or 1.0))
+    scaled = f"; {scale.text()} scaled back" if scale.sped_up else ""
+    unvalidated = "" if _validation(served_by).get("status") != "unvalidated" else "; UNVALIDATED"
+    return f"predicted for {served_by.get('gpu_profile') or '?'} ({detail}{scaled}{unvalidated})"
 
 
-def scaled_interval(ci: list[float] | None, factor: float) -> list[float] | None:
-    return None if ci is None else [ci[0] * factor, ci[1] * factor]
+def kind_of(field_name: str) -> str:
+    """A summary field's kind (results/metrics.py): a metric's Distribution is a time, a run-level figure its row's."""
+    if field_name in RUN_BY_NAME:
+        return RUN_BY_NAME[field_name].kind
+    return "time" if any(m.summary == field_name for m in METRICS) else "count"
 
 
 def scaled_distribution(d: Any, factor: float) -> Times:
@@ -81,17 +95,47 @@ def scaled_distribution(d: Any, factor: float) -> Times:
         value = getattr(d, name)
         return None if value is None else value * factor
 
-    return Times(mean=times("mean"), median=times("median"), median_ci95=scaled_interval(d.median_ci95, factor),
-                 p90=times("p90"), p90_ci95=scaled_interval(d.p90_ci95, factor), p99=times("p99"),
-                 p99_ci95=scaled_interval(d.p99_ci95, factor))
+    def interval(ci: list[float] | None) -> list[float] | None:
+        return None if ci is None else [ci[0] * factor, ci[1] * factor]
+
+    return Times(mean=times("mean"), median=times("median"), median_ci95=interval(d.median_ci95),
+                 p90=times("p90"), p90_ci95=interval(d.p90_ci95), p99=times("p99"), p99_ci95=interval(d.p99_ci95))
 
 
-def played_factor(field: str, speedup: float) -> float:
-    """What turns a rehearsal's summary field (``ttft_ms``, ``rps``, ...) into the played GPU's: times x SPEEDUP,
-    rates / SPEEDUP, counts and shares as they are."""
-    if field in _TIME_FIELDS:
-        return speedup
-    return 1.0 / speedup if field in RATE_FIELDS else 1.0
+def _validation(served_by: dict[str, Any]) -> dict[str, Any]:
+    value = served_by.get("validation")
+    return value if isinstance(value, dict) else {"status": "unvalidated", "method": "the target did not say how its "
+                                                  "profile was validated (results from before it did)"}
+
+
+def model_error_of(validation: dict[str, Any], validated_by: str) -> float | None:
+    """The relative error a profile's validation gives for one of its figures (worst held out); None when it has none."""
+    errors = validation.get("errors") or {}
+    for name in (validated_by, _STANDS_IN.get(validated_by, "")):
+        entry = errors.get(name)
+        if isinstance(entry, dict) and entry.get("worst_abs") is not None:
+            return float(entry["worst_abs"])
+    return None
+
+
+def validation_words(validation: dict[str, Any]) -> str:
+    """How a profile was validated, in words a first-time reader cannot take for a measurement."""
+    status = validation.get("status")
+    if status == "validated":
+        return (f"VALIDATED: {validation.get('method') or 'held-out operating points'}; each figure's model error is the "
+                "profile's worst error on operating points it was not fitted to")
+    if status == "fixed":
+        return "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS): no model, no model error"
+    return (f"UNVALIDATED prediction: {validation.get('method') or 'no measurement checked this profile'}. These figures "
+            "are a model's guess for a GPU nobody measured with it: they are not measurements, and their intervals "
+            "below are sampling intervals only")
+
+
+def band(value: float | None, error: float | None) -> list[float] | None:
+    """The model's error band around a predicted value: [value x (1 - error), value x (1 + error)]."""
+    if value is None or error is None:
+        return None
+    return [value * (1.0 - error), value * (1.0 + error)]
 
 
 def predict_played(measures: Any, served_by: dict[str, Any] | None) -> Predicted | None:
@@ -99,13 +143,21 @@ def predict_played(measures: Any, served_by: dict[str, Any] | None) -> Predicted
     if not is_rehearsal(served_by):
         return None
     assert served_by is not None
-    n = float(served_by.get("speedup") or 1.0)
-    rates: dict[str, Any] = {}
-    for field in RATE_FIELDS:
-        value = getattr(measures, field)
-        rates[field] = None if value is None else value / n
-        rates[f"{field}_ci95"] = scaled_interval(getattr(measures, f"{field}_ci95"), 1.0 / n)
-    return Predicted(
-        label=predicted_label(served_by), gpu=str(served_by.get("gpu_profile") or "?"), profile=served_by.get("profile"),
-        profile_kind=served_by.get("profile_kind"), speedup=n, duration_s=measures.duration_s * n, **rates,
-        **{m.summary: scaled_distribution(getattr(measures, m.summary), n) for m in METRICS})
+    scale = time_scale_of({"served_by": served_by})
+    validation = _validation(served_by)
+    figures: dict[str, Any] = {}
+    errors: dict[str, float | None] = {}
+    for m in PREDICTED_RUN_METRICS:
+        figures[m.name] = scale.played(getattr(measures, m.name), m.kind)
+        if m.interval:
+            figures[f"{m.name}_ci95"] = scale.played_interval(getattr(measures, f"{m.name}_ci95"), m.kind)
+        if m.validated_by:
+            errors[m.name] = model_error_of(validation, m.validated_by)
+    for metric in METRICS:
+        figures[metric.summary] = scaled_distribution(getattr(measures, metric.summary), scale.factor(metric.kind))
+        errors[metric.summary] = model_error_of(validation, metric.validated_by)
+    return Predicted(label=predicted_label(served_by), gpu=str(served_by.get("gpu_profile") or "?"),
+                     profile=served_by.get("profile"), profile_kind=served_by.get("profile_kind"), scaled_by=scale.speedup,
+                     validated=validation.get("status") in ("validated", "fixed"), validation=validation_words(validation),
+                     model_error=errors, **figures)
+

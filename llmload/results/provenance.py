@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bare_model_name", "served_by_of", "is_rehearsal", "rehearsal_speedup", "rehearsal_label", "rehearsal_text",
+from llmload.timescale import TimeScale
+
+__all__ = ["bare_model_name", "served_by_of", "is_rehearsal", "rehearsal_label", "rehearsal_text",
            "served_by_text"]
 
 
@@ -27,14 +29,13 @@ def is_rehearsal(served_by: dict[str, Any] | None) -> bool:
     return bool(served_by and served_by.get("rehearsal"))
 
 
-def rehearsal_speedup(served_by: dict[str, Any] | None) -> float:
-    """How many times faster than the GPU it plays the target ran: its SPEEDUP in a rehearsal, else 1."""
-    return float(served_by.get("speedup") or 1.0) if served_by and is_rehearsal(served_by) else 1.0
-
-
 def rehearsal_label(served_by: dict[str, Any]) -> str:
-    """``REHEARSAL (built-in target playing h100, SPEEDUP 20x)``."""
-    return f"REHEARSAL (built-in target playing {served_by.get('gpu_profile') or '?'}, SPEEDUP {served_by.get('speedup') or 1:g}x)"
+    """``REHEARSAL (built-in target playing h100, SPEEDUP 20x)``; ``UNVALIDATED`` where its profile never met a measurement."""
+    scale = TimeScale(float(served_by.get("speedup") or 1.0))
+    validation = served_by.get("validation")
+    unvalidated = ", UNVALIDATED profile" if isinstance(validation, dict) and validation.get("status") == "unvalidated" else ""
+    return (f"REHEARSAL (built-in target playing {served_by.get('gpu_profile') or '?'}"
+            f"{', ' + scale.text() if scale.sped_up else ''}{unvalidated})")
 
 
 def rehearsal_text(served_by: dict[str, Any]) -> str:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from llmload.results.cost import Cost
 from llmload.results.generator import GeneratorCheck, LagMs, ProcessCheck, limit_warning
-from llmload.results.metrics import VLLM_FIRST, Metric
-from llmload.results.provenance import is_rehearsal, rehearsal_speedup, served_by_of, served_by_text
+from llmload.results.metrics import MONEY_METRICS, VLLM_FIRST, Metric
+from llmload.results.predicted import PREDICTED_RUN_METRICS
+from llmload.results.slo import verdict_word
+from llmload.timescale import REAL_TIME, TimeScale, time_scale_of
+from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
 from llmload.results.reconcile import ServerVsClient
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
-__all__ = ["format_result", "fail_ratio_line"]
+__all__ = ["format_result", "fail_ratio_line", "figure_text"]
 
 _WIDTH = 50
 
@@ -40,6 +42,17 @@ def _row(label: str, value: Any, digits: int = 2) -> str:
 
 def _interval(ci: Sequence[float] | None) -> str:
     return f" [{_number(ci[0])}, {_number(ci[1])}]" if ci else ""
+
+
+def figure_text(value: float | None, ci: Sequence[float | None] | None = None, model_error: float | None = None,
+                digits: int = 4) -> str:
+    """``v [lo, hi]``: a figure and its sampling interval, and for a prediction ``model ±e%``, its profile's own error."""
+    if value is None:
+        return "n/a"
+    text = f"{value:.{digits}g}"
+    if ci and ci[0] is not None:
+        text += f" [{ci[0]:.{digits}g}, {'n/a' if ci[1] is None else f'{ci[1]:.{digits}g}'}]"
+    return text + (f" model ±{model_error:.0%}" if model_error is not None else "")
 
 
 def _with_ci(label: str, record: Any, name: str) -> str:
@@ -106,18 +119,23 @@ def _arrival_rows(arrivals: ArrivalStats) -> list[str]:
     ]
 
 
-def _slo_rows(part: Measures) -> list[str]:
-    """Goodput and each SLO's verdict, value and interval (nothing for a run without SLO)."""
+def _slo_rows(part: Measures, scale: TimeScale = REAL_TIME) -> list[str]:
+    """Goodput and each SLO's verdict, value and interval (nothing for a run without SLO); a sped-up rehearsal's
+    values as the played GPU's (its time scale's), the clock the limits were given on."""
     if not part.slo:
         return []
     rows = [_with_ci("Goodput (req/s):", part, "goodput_rps")]
     for result in part.slo:
-        verdict = ("PASS" if result.passed else "FAIL") + ("" if result.certain else "?")
-        rows.append(f"{'SLO ' + result.slo + ':':<40}{verdict:<6}{_number(result.value_ms)} ms{_interval(result.value_ms_ci95)}")
+        verdict = verdict_word(result)
+        value = "" if result.value_ms is None else (f"{_number(scale.played(result.value_ms, 'time'))} ms"
+                                                    f"{_interval(scale.played_interval(result.value_ms_ci95, 'time'))}")
+        missing = (f" ({result.requests_unmeasurable} of {part.requests_ok} requests not measurable: no {result.slo.split('_')[0]}"
+                   " value, counted against the limit)") if result.requests_unmeasurable else ""
+        rows.append(f"{'SLO ' + result.slo + ':':<40}{verdict:<6}{value}{missing}")
     return rows
 
 
-def _group_part(title: str, part: Measures, requests_ok: int) -> list[str]:
+def _group_part(title: str, part: Measures, requests_ok: int, scale: TimeScale) -> list[str]:
     """One group's rows (an effort of a mixed run): its share, rate, and each per-request metric's median and p90."""
     share = f" ({part.requests_ok / requests_ok:.1%})" if requests_ok else ""
     rows = [_rule(f"{title}{share}"), _row("Successful requests:", part.requests_ok),
@@ -125,7 +143,7 @@ def _group_part(title: str, part: Measures, requests_ok: int) -> list[str]:
     for metric in (m for m in VLLM_FIRST if not m.pooled):
         d, name = getattr(part, metric.summary), f"{metric.label} ({metric.unit})"
         rows += [_with_ci(f"Median {name}:", d, "median"), _with_ci(f"P90 {name}:", d, "p90")]
-    return rows + _slo_rows(part)
+    return rows + _slo_rows(part, scale)
 
 
 def _turn_rows(summary: Summary) -> list[str]:
@@ -206,6 +224,7 @@ def format_result(summary: Summary) -> str:
         f"{'':<50}[95% interval]",
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
         "Served by: " + served_by_text(served_by),
+        *([f"Prediction: {summary.predicted.validation}"] if summary.predicted and not summary.predicted.validated else []),
         _row("Options:", f"gpu={config.get('gpu')} effort={config.get('effort')} {_load(config)} "
              f"max_tokens={_max_tokens(config)} client={config.get('client')} api={config.get('api') or 'chat'}"),
         _row("Successful requests:", summary.requests_ok),
@@ -228,15 +247,16 @@ def format_result(summary: Summary) -> str:
     if summary.arrivals:
         lines += _arrival_rows(summary.arrivals)
     if summary.slo:
-        lines += [_rule("Service-level objectives"), *_slo_rows(summary),
+        lines += [_rule("Service-level objectives"), *_slo_rows(summary, time_scale_of(config)),
                   _row("SLOs met" + (" by every effort:" if summary.by_effort else ":"), "yes" if summary.slo_met else "no")]
-        if (speedup := rehearsal_speedup(served_by)) != 1.0:
-            lines.append(f"Limits divided by SPEEDUP {speedup:g}: the target runs {speedup:g}x faster than the GPU it plays")
+        if (scale := time_scale_of(config)).sped_up:
+            lines.append(f"Values above are predicted for the GPU played ({scale.conversion_text()}); each limit was "
+                         f"judged on the target's clock ({scale.text()})")
         if summary.stopped_early:
             lines.append(f"Ended before DURATION: {summary.stopped_early}")
-    lines += _predicted_rows(summary) + _cost_rows(summary.cost)
+    lines += _predicted_rows(summary) + _cost_rows(summary)
     for effort, part in summary.by_effort.items():
-        lines += _group_part(f"Effort {effort}", part, summary.requests_ok)
+        lines += _group_part(f"Effort {effort}", part, summary.requests_ok, time_scale_of(config))
     lines += _turn_rows(summary)
     lines += _server_account(summary.server_vs_client)
     if summary.errors:
@@ -253,37 +273,46 @@ def format_result(summary: Summary) -> str:
 
 
 def _predicted_rows(summary: Summary) -> list[str]:
-    """A rehearsal: its figures for the GPU it played, the raw sped-up ones beside them."""
+    """A rehearsal: its figures for the GPU it played, each with its sampling interval, its model's error and the raw
+    figure beside it; first, in words, how far the model was validated."""
     p = summary.predicted
     if p is None:
         return []
-    raw = f"raw (SPEEDUP {p.speedup:g}x)"
-    rows = [_rule(f"Predicted for {p.gpu}"), f"Figures {p.label}", f"{'':<40}{'predicted':<10} [95% interval] {raw}"]
-    pairs = ((p, summary, "rps", "Request throughput (req/s):"),
-             (p, summary, "output_throughput_tok_s", "Output token throughput (tok/s):"))
-    for played, measured, name, label in pairs:
-        rows.append(_with_ci(label, played, name) + f"  {raw}: {_number(getattr(measured, name))}")
-    for name, title in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("response_time_ms", "E2EL")):
-        played, measured = getattr(p, name), getattr(summary, name)
+    rows = [_rule(f"Predicted for {p.gpu}"), f"Figures {p.label}", f"Model: {p.validation}",
+            f"{'':<40}predicted [95% sampling interval] model error  raw"]
+
+    def row(label: str, value: float | None, ci: Sequence[float] | None, error: float | None, raw: float | None) -> str:
+        model = "UNVALIDATED" if not p.validated else "n/a" if error is None else f"±{error:.0%}"
+        return f"{label:<40}{_number(value)}{_interval(ci)}  model {model}  raw: {_number(raw)}"
+
+    for m in PREDICTED_RUN_METRICS:
+        if m.interval:
+            rows.append(row(f"{m.label}:", getattr(p, m.name), getattr(p, f"{m.name}_ci95"), p.model_error.get(m.name),
+                            getattr(summary, m.name)))
+    for metric in VLLM_FIRST:
+        played, measured = getattr(p, metric.summary), getattr(summary, metric.summary)
         for stat in ("median", "p90"):
-            rows.append(_with_ci(f"{stat.capitalize()} {title} (ms):", played, stat) + f"  {raw}: {_number(getattr(measured, stat))}")
+            rows.append(row(f"{stat.capitalize()} {metric.label} ({metric.unit}):", getattr(played, stat),
+                            getattr(played, f"{stat}_ci95"), p.model_error.get(metric.summary), getattr(measured, stat)))
     return rows
 
 
-def _cost_rows(cost: Cost | None) -> list[str]:
-    """USD per million tokens and per thousand requests, with intervals, and where the price came from."""
+def _cost_rows(summary: Summary) -> list[str]:
+    """Each money row of the metric table, with its interval (and a prediction's model error), and where the price
+    came from."""
+    cost, p = summary.cost, summary.predicted
     if cost is None:
         return []
     if cost.usd_per_gpu_hour is None:
         return [_rule("Cost"), f"No cost: {cost.price_source}"]
     rows = [_rule("Cost"), _row("USD per GPU-hour x GPUs:", f"{cost.usd_per_gpu_hour:g} x {cost.gpus}"),
             f"Price: {cost.price_source}", f"Priced at the rates {cost.basis}"]
-    for name, label in (("usd_per_million_output_tokens", "USD per million output tokens:"),
-                        ("usd_per_million_total_tokens", "USD per million total tokens:"),
-                        ("usd_per_thousand_requests", "USD per thousand requests:"),
-                        ("usd_per_million_goodput_tokens", "USD per million goodput tokens:")):
-        if getattr(cost, name) is not None:
-            rows.append(_with_ci(label, cost, name))
+    for m in MONEY_METRICS:
+        if getattr(cost, m.name) is not None:
+            error = p.model_error.get(m.prices) if p is not None and p.validated else None
+            unvalidated = "  model UNVALIDATED" if p is not None and not p.validated else ""
+            rows.append(_with_ci(f"{m.label}:", cost, m.name) + (f"  model ±{error:.0%}" if error is not None else "")
+                        + unvalidated)
     return rows
 
 

@@ -23,7 +23,7 @@ from llmload.results.decode import check_schema_version, decode
 from llmload.results.efforts import mixed_efforts
 from llmload.results.generator import GeneratorCheck
 from llmload.results.metrics import METRICS
-from llmload.results.predicted import scaled_distribution
+from llmload.results.predicted import scaled_distribution, validation_words
 from llmload.results.provenance import bare_model_name
 from llmload.results.records import RequestRecord, read_records, tpot_s
 from llmload.results.server_metrics import MetricsSample, read_samples
@@ -161,7 +161,10 @@ def _filled(data: dict[str, Any]) -> dict[str, Any]:
         filled["by_effort"] = {effort: every_metric(part) for effort, part in filled["by_effort"].items()}
     if isinstance(filled.get("predicted"), dict):  # a rehearsal's predicted times: none for a newer metric
         none_predicted = dataclasses.asdict(scaled_distribution(distribution([]), 1.0))
-        filled["predicted"] = {**{m.summary: none_predicted for m in METRICS}, **filled["predicted"]}
+        old = filled["predicted"]
+        unrecorded = {"status": "unvalidated", "method": "written by a suite that did not record its profile's validation"}
+        filled["predicted"] = {**{m.summary: none_predicted for m in METRICS}, "scaled_by": old.get("speedup", 1.0),
+                               "validated": False, "validation": validation_words(unrecorded), "model_error": {}, **old}
     return filled
 
 

@@ -21,6 +21,11 @@ file lacks taking its default or None, and names a newer one in one line):
     6  2026-12-04: tasks (TOOL_ROUNDS: tasks by outcome, rounds, time to the final answer, tokens; results/tasks.py).
     7  2026-12-04: answer_json_ratio, answer_valid_ratio and its interval (RESPONSE_FORMAT's structured output), in
        the run's measures and each group's; an older file reads as having judged no answer.
+    8  2026-12-06: the run-level figures laid out by the metric tables (results/metrics.py: RUN_METRICS first, then a
+       Distribution per METRICS row); goodput_output_tok_s (output tokens/s of good requests); each SLO's
+       requests_unmeasurable (a request with no value for a limited metric is never good and counts against the
+       limit); predicted: scaled_by (was speedup), validated, validation and model_error (the profile's own error);
+       config.time_scale (the SPEEDUP the run took from its target); cost priced from the predicted rates.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -38,70 +43,46 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
-from llmload.results.cost import Cost, goodput_tokens_per_s, run_cost
+from llmload.results.cost import Cost, run_cost
 from llmload.results.intervals import batch_means_ci, batches_for, proportion_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.distributions import Distribution, TokenStats, distribution, token_stats
 from llmload.results.predicted import Predicted, predict_played
 from llmload.results.generator import GeneratorCheck
-from llmload.results.metrics import BY_NAME, METRICS
+from llmload.results.metrics import MEASURED_RUN_METRICS, METRICS, run_metric_fields
 from llmload.results.reconcile import ServerVsClient, reconcile
-from llmload.results.provenance import rehearsal_speedup, served_by_of
+from llmload.results.provenance import served_by_of
 from llmload.results.records import RequestRecord, run_span_s
 from llmload.results.server_metrics import MetricsSample, prefix_cache_hit_rate
-from llmload.results.slo import Slo, SloResult, check_slo, is_good
+from llmload.results.slo import SLO_METRICS, Slo, SloResult, is_good, judge_slo
 from llmload.results.tasks import TaskStats, task_stats
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "ArrivalStats", "Summary", "distribution",
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 7
+SUMMARY_SCHEMA_VERSION = 8
 
 
-def _with_metrics_after(field_name: str) -> Callable[[type], type]:
-    """Put one Distribution field per row of the metric table (results/metrics.py), in its order, after
-    ``field_name``, before @dataclass reads the fields: a metric added to the table is a field of Measures."""
-    def insert(cls: type) -> type:
-        annotations: dict[str, Any] = {}
-        for name, hint in cls.__annotations__.items():
-            annotations[name] = hint
-            if name == field_name:
-                annotations.update({m.summary: "Distribution" for m in METRICS})
-        cls.__annotations__ = annotations
-        return cls
-    return insert
+def _with_table_fields(cls: type) -> type:
+    """Put the metric tables' fields before ``cls``'s own, before @dataclass reads them: one per run-level figure
+    (results/metrics.py's RUN_METRICS held in the run's measures, each with its interval where one is kept), then one
+    Distribution per per-request metric (METRICS), in the tables' order. A row added to a table is a field here."""
+    own = dict(cls.__annotations__)
+    cls.__annotations__ = {**run_metric_fields(MEASURED_RUN_METRICS), **{m.summary: "Distribution" for m in METRICS}, **own}
+    return cls
 
 
 @dataclass(frozen=True)
-@_with_metrics_after("reasoning_ratio")
+@_with_table_fields
 class Measures:
     """What a set of records measured: the whole run's, or one group's (each effort of a mixed run).
 
-    After ``reasoning_ratio`` come the metric table's Distributions, one per row in its order (``response_time_ms``,
-    ``ttft_ms``, ``ttfvt_ms``, ``tpot_ms``, ``itl_ms``, ``decode_ms``, ...), each in the row's unit.
+    First the run-level figures of RUN_METRICS (requests, duration_s, the rates with their batch-means intervals,
+    shares, counts), then one Distribution per row of METRICS (``response_time_ms``, ``ttft_ms``, ...), each in the
+    row's unit, then what follows.
     """
 
-    requests_ok: int
-    requests_failed: int
-    requests_interrupted: int
-    """Cut off by the end of the run (not failures, not successes)."""
-    duration_s: float
-    """First request start to last request end (of the whole run, also for one effort's part)."""
-    rps: float
-    """Successful requests per second."""
-    rps_ci95: list[float] | None
-    """Batch means over time windows (each about a median E2E long); None with fewer than 5 windows."""
-    output_throughput_tok_s: float
-    output_throughput_tok_s_ci95: list[float] | None
-    total_throughput_tok_s: float
-    total_throughput_tok_s_ci95: list[float] | None
-    answered_ratio: float | None
-    """Share of successful requests that got a visible answer."""
-    lost_to_max_tokens: int
-    """Successful requests that ended (finish_reason length) before any visible answer."""
-    reasoning_ratio: float | None
-    """Reasoning tokens over output tokens, where reasoning was counted."""
     prompt_tokens: TokenStats
     output_tokens: TokenStats
     reasoning_tokens: TokenStats
@@ -109,18 +90,8 @@ class Measures:
     finish_reasons: dict[str, int]
     token_sources: dict[str, int]
     """How many requests took their counts from server usage or from counting the stream."""
-    goodput_rps: float | None
-    """Requests per second that succeeded, got an answer and met every SLO limit (vLLM's goodput); None without SLO."""
-    goodput_rps_ci95: list[float] | None
     slo: list[SloResult]
     """Each SLO's verdict on these records, with the measured value and its interval."""
-    answer_json_ratio: float | None
-    """With RESPONSE_FORMAT: the share of successful requests whose answer parsed as JSON; None when none was judged."""
-    answer_valid_ratio: float | None
-    """With RESPONSE_FORMAT: the share of successful requests whose answer was what the format asks (valid against the
-    schema); None when none was judged."""
-    answer_valid_ratio_ci95: list[float] | None
-    """Its 95% interval (Wilson's, for a binomial share)."""
 
 
 LATE_AFTER_S = 0.010
@@ -207,7 +178,8 @@ class Summary(Measures):
     warnings: list[str] = field(default_factory=list)
     """What the figures above cannot show, one sentence each (TPOT and ITL of answers sent in one event)."""
     predicted: Predicted | None = None
-    """A rehearsal's figures for the GPU it played (times x SPEEDUP, rates / SPEEDUP); None for a real server."""
+    """A rehearsal's figures for the GPU it played (by its time scale), with its profile's own error; None for a real
+    server."""
     cost: Cost | None = None
     """USD per million tokens and per thousand requests at PRICE (or the GPU's default list price), with intervals."""
     schema_version: int = SUMMARY_SCHEMA_VERSION
@@ -260,42 +232,50 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
+def _run_figures(records: Sequence[RequestRecord], ok: Sequence[RequestRecord], span_s: tuple[float, float],
+                 slos: Sequence[Slo]) -> dict[str, Any]:
+    """Every run-level figure of RUN_METRICS held in the measures, with its interval where the row keeps one."""
+    start_s, end_s = span_s
+    duration = end_s - start_s
+    ends_s = [r.start_monotonic_s + r.e2e_s for r in ok]
+    batches = batches_for(duration, float(np.median([r.e2e_s for r in ok])) if ok else 0.0)
+    good = [is_good(r, slos) for r in ok] if slos else []
+    figures: dict[str, Any] = {}
+    for m in MEASURED_RUN_METRICS:
+        ci: list[float] | None = None
+        if m.kind == "time":
+            value: Any = duration
+        elif m.kind == "count":
+            assert m.counted is not None
+            value = sum(1 for r in records if m.counted(r))
+        elif m.kind == "rate":
+            assert m.weight is not None
+            if m.good_only and not slos:
+                value = None
+            else:
+                weights = [m.weight(r) * (good[i] if m.good_only else 1.0) for i, r in enumerate(ok)]
+                value = _ratio(sum(weights), duration) or 0.0
+                ci = batch_means_ci(ends_s, weights, start_s, end_s, batches)
+        else:
+            assert m.numerator is not None and m.denominator is not None
+            part, whole = sum(m.numerator(r) for r in ok), sum(m.denominator(r) for r in ok)
+            value = _ratio(part, whole)
+            ci = proportion_ci(int(part), int(whole)) if m.interval else None
+        figures[m.name] = value
+        if m.interval:
+            figures[f"{m.name}_ci95"] = ci
+    return figures
+
+
 def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos: Sequence[Slo] = ()) -> Measures:
     """The Measures of measured (not warm-up) ``records``; rates are over ``span_s`` (start, end)."""
     ok = [r for r in records if r.ok]
-    interrupted = sum(1 for r in records if r.error == "interrupted")
-    failed = len(records) - len(ok) - interrupted
-    start_s, end_s = span_s
-    duration = end_s - start_s
     prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     output = [r.completion_tokens for r in ok if r.completion_tokens is not None]
-    reasoning_counted = [r for r in ok if r.reasoning_tokens is not None and r.completion_tokens is not None]
-    reasoning = [r.reasoning_tokens for r in reasoning_counted]
-    ends_s = [r.start_monotonic_s + r.e2e_s for r in ok]
-    batches = batches_for(duration, float(np.median([r.e2e_s for r in ok])) if ok else 0.0)
-
-    def rate_ci(weights: list[float]) -> list[float] | None:
-        return batch_means_ci(ends_s, weights, start_s, end_s, batches)
-
-    output_each = [r.completion_tokens or 0 for r in ok]
-    good = [1.0 if is_good(r, slos) else 0.0 for r in ok]
+    reasoning = [r.reasoning_tokens for r in ok if r.reasoning_tokens is not None and r.completion_tokens is not None]
     distributions = {m.summary: distribution(m.sample_s(ok), m.scale) for m in METRICS}
-    judged = [r for r in ok if r.answer_valid is not None]
-    valid = sum(1 for r in judged if r.answer_valid)
     return Measures(
-        requests_ok=len(ok),
-        requests_failed=failed,
-        requests_interrupted=interrupted,
-        duration_s=duration,
-        rps=_ratio(len(ok), duration) or 0.0,
-        rps_ci95=rate_ci([1.0] * len(ok)),
-        output_throughput_tok_s=_ratio(sum(output), duration) or 0.0,
-        output_throughput_tok_s_ci95=rate_ci(output_each),
-        total_throughput_tok_s=_ratio(sum(output) + sum(prompt), duration) or 0.0,
-        total_throughput_tok_s_ci95=rate_ci([o + (r.prompt_tokens or 0) for o, r in zip(output_each, ok)]),
-        answered_ratio=_ratio(sum(1 for r in ok if r.answered), len(ok)),
-        lost_to_max_tokens=sum(1 for r in ok if r.finish_reason == "length" and not r.answered),
-        reasoning_ratio=_ratio(sum(reasoning), sum(r.completion_tokens for r in reasoning_counted)),
+        **_run_figures(records, ok, span_s, slos),
         **distributions,
         prompt_tokens=token_stats(prompt),
         output_tokens=token_stats(output),
@@ -303,12 +283,7 @@ def measure(records: Sequence[RequestRecord], span_s: tuple[float, float], slos:
         errors=dict(Counter(r.error for r in records if r.error is not None)),
         finish_reasons=dict(Counter(r.finish_reason or "none" for r in ok)),
         token_sources=dict(Counter(r.token_source for r in ok)),
-        goodput_rps=(_ratio(sum(good), duration) or 0.0) if slos else None,
-        goodput_rps_ci95=rate_ci(good) if slos else None,
-        slo=[_check(slo, distributions[BY_NAME[slo.metric].summary]) for slo in slos],
-        answer_json_ratio=_ratio(sum(1 for r in judged if r.answer_json), len(judged)),
-        answer_valid_ratio=_ratio(valid, len(judged)),
-        answer_valid_ratio_ci95=proportion_ci(valid, len(judged)),
+        slo=[judge_slo(slo, distributions[SLO_METRICS[slo.metric].summary], ok) for slo in slos],
     )
 
 
@@ -317,10 +292,6 @@ def breakdown(records: Sequence[RequestRecord], group_of: Callable[[RequestRecor
     """Each group's Measures, every metric included: ``group_of`` names a record's group (its effort, say) and
     ``groups`` lists them in order, one without records too; rates are over the whole run's ``span_s``."""
     return {group: measure([r for r in records if group_of(r) == group], span_s, slos) for group in groups}
-
-
-def _check(slo: Slo, d: Distribution) -> SloResult:
-    return check_slo(slo, getattr(d, slo.stat), getattr(d, f"{slo.stat}_ci95", None))
 
 
 def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = None,
@@ -346,8 +317,7 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     config = dict(config or {})
     served_by = served_by_of(config)
     predicted = predict_played(whole, served_by)
-    cost = run_cost(config, whole, predicted.label if predicted else "measured", rehearsal_speedup(served_by),
-                    goodput_tokens_per_s(measured, span_s, slos))
+    cost = run_cost(config, predicted or whole, predicted.label if predicted else "measured")
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, by_turn=by_turn, predicted=predicted,
                    cost=cost, server_prefix_cache_hit_rate=prefix_cache_hit_rate(server_window[0], server_window[-1])
                    if len(server_window) >= 2 else None,

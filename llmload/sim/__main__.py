@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from llmload.errors import ConfigError
 from llmload.options import SIM_OPTIONS
@@ -64,11 +64,12 @@ def _validate(args: argparse.Namespace) -> None:
         raise _UsageError(f"--fault must be one of {', '.join(FAULTS)} or http-<4xx/5xx code>; got {args.fault!r}")
 
 
-def _timings(engine: Engine, args: argparse.Namespace) -> dict[str, str | None]:
+def _timings(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
     """Where the target's timings come from: its profile, or fixed times that replace it."""
     if args.fixed_ttft_ms is not None and args.fixed_itl_ms is not None:
-        return {"profile": None, "profile_kind": "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS)"}
-    return {"profile": engine.profile.name, "profile_kind": engine.profile.kind}
+        return {"profile": None, "profile_kind": "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS)",
+                "validation": {"status": "fixed", "method": "fixed timings: no model"}}
+    return {"profile": engine.profile.name, "profile_kind": engine.profile.kind, "validation": engine.profile.validation}
 
 
 async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | None) -> int:

@@ -25,7 +25,7 @@ from .stepmodel import EngineLimits, Frontend, StepTimes
 
 __all__ = ["Profile", "PROFILE_SCHEMA_VERSION", "PROFILES_DIR", "GPUS", "MODELS", "KINDS", "DEFAULT_MODEL",
            "MODEL_PREFIX", "lookup_profile", "choose_profile", "load_profile", "profile_from_dict", "profile_to_dict", "shipped_profiles",
-           "normalize_effort", "sample_lengths"]
+           "normalize_effort", "sample_lengths", "validation_of", "HELD_OUT_METHOD"]
 
 PROFILE_SCHEMA_VERSION = 1
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -56,6 +56,8 @@ class Profile:
     """The file it was read from."""
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     """How it was made (calibrate's cells and errors, or the extrapolation's ratios), kept as written."""
+    validation: dict[str, Any] = field(default_factory=dict, compare=False)
+    """How far its predictions were checked against measurements it was not fitted to (validation_of)."""
 
     @property
     def served_model(self) -> str:
@@ -181,17 +183,49 @@ def profile_from_dict(data: Any, where: str, path: str = "") -> Profile:
                         _number(front, "output_token_s", where, "frontend.", positive=False))
     model = _short_model(_field(data, "model", where, str))
     fit = data.get("fit", {})
+    fit = fit if isinstance(fit, dict) else {}
+    kind = _choice(data, "kind", where, KINDS)
+    validation = data.get("validation")
     return Profile(name=_field(data, "name", where, str), gpu=_field(data, "gpu", where, str).strip().lower(), model=model,
-                   weights=_choice(data, "weights", where, WEIGHTS), kind=_choice(data, "kind", where, KINDS),
+                   weights=_choice(data, "weights", where, WEIGHTS), kind=kind,
                    source=_field(data, "source", where, str), engine=limits, step=times, frontend=frontend, path=path,
-                   fit=fit if isinstance(fit, dict) else {})
+                   fit=fit, validation=validation if isinstance(validation, dict) else validation_of(kind, fit))
 
 
 def profile_to_dict(p: Profile) -> dict[str, Any]:
     """A profile as its file holds it."""
     return {"schema_version": PROFILE_SCHEMA_VERSION, "name": p.name, "gpu": p.gpu, "model": p.model, "weights": p.weights,
-            "kind": p.kind, "source": p.source, "engine": asdict(p.engine), "step": asdict(p.step),
-            "frontend": asdict(p.frontend), "fit": p.fit}
+            "kind": p.kind, "source": p.source, "validation": p.validation or validation_of(p.kind, p.fit),
+            "engine": asdict(p.engine), "step": asdict(p.step), "frontend": asdict(p.frontend), "fit": p.fit}
+
+
+HELD_OUT_METHOD = ("leave one operating point out: each measured operating point predicted by a fit to the others "
+                   "(make calibrate's held-out column)")
+WITHIN = 0.15
+"""The tolerance a validation counts figures within (the issue's goal: 15%)."""
+
+
+def validation_of(kind: str, fit: dict[str, Any]) -> dict[str, Any]:
+    """How a profile was validated, from how it was made: a measured profile's held-out errors per figure (each cell
+    of its fit predicted by a fit that held the cell's operating point out), else ``unvalidated``.
+
+    Each figure gets n, the median and worst |relative error|, and how many were within WITHIN; predictions carry the
+    worst as their model error."""
+    cells = fit.get("cells") if kind == "measured" else None
+    errors: dict[str, list[float]] = {}
+    for row in cells or ():
+        for metric, observed in (row.get("observed") or {}).items():
+            held = (row.get("held_out") or {}).get(metric)
+            if held is not None and observed and math.isfinite(held) and math.isfinite(observed):
+                errors.setdefault(metric, []).append(abs(held - observed) / abs(observed))
+    if not errors:
+        refs = ", ".join(fit.get("extrapolated_from") or []) or "other profiles"
+        return {"status": "unvalidated", "method": f"extrapolated from {refs} by published hardware figures; no "
+                                                   "measurement of this GPU and model has checked it"}
+    return {"status": "validated", "method": HELD_OUT_METHOD, "within": WITHIN,
+            "errors": {metric: {"n": len(values), "median_abs": round(sorted(values)[len(values) // 2], 4),
+                                "worst_abs": round(max(values), 4), "within": sum(v <= WITHIN for v in values)}
+                       for metric, values in sorted(errors.items())}}
 
 
 # Mean reasoning tokens per effort; gpt-oss defaults to medium when no effort is given.

@@ -27,7 +27,8 @@ from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
 from llmload.system.processes import SignalForwarder
 from llmload.results.decision import CapacityPoint, capacity_point
-from llmload.results.provenance import rehearsal_speedup
+from llmload.results.report import figure_text
+from llmload.timescale import resolve_time_scale
 from llmload.results.storage import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, CELL_FILE, read_summary
 from llmload.results.summary import Summary
 from llmload.results.sweepfiles import Step
@@ -109,9 +110,10 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
     with SignalForwarder("stopped between steps; finished steps are kept: rerun the same command to resume") as signals, \
             target(cell_options(base, host, speedup)) as url:
         info = probe_server(url, api_key)  # a target that does not answer stops the search before any step
-        if (played := rehearsal_speedup(served_by(info, ""))) != 1.0:
-            progress(f"Times below are the built-in target's, {played:g}x faster than the GPU it plays; "
-                     f"each SLO limit is divided by {played:g} to judge them")
+        scale = resolve_time_scale(speedup, served_by(info, ""))
+        if scale.sped_up:
+            progress(f"Times below are the built-in target's ({scale.text()}); each SLO limit is put on its clock to "
+                     "judge them")
         while True:
             load = next_load(steps, capacity.capacity_start, capacity.capacity_max, capacity.capacity_precision, whole)
             if load is None:
@@ -127,7 +129,7 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
                 set_aside(cell_dir)
                 cell = make_cell(len(steps), settings, f"{searched}={settings[searched]}", {})
                 started_s = time.monotonic()
-                ran = run_cell(cell, cell_dir, url, speedup, 1.0, api_key, lambda elapsed_s: None, signals, exported=exported)
+                ran = run_cell(cell, cell_dir, url, scale, 1.0, api_key, lambda elapsed_s: None, signals, exported=exported)
                 if signals.first:
                     raise Interrupted(signals.first, f"step {searched}={settings[searched]} stopped early and is kept "
                                                      f"unfinished in {cell_dir}; rerun the same command to resume")
@@ -164,16 +166,12 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
 
 
 def capacity_cost_line(point: CapacityPoint) -> str:
-    """What the capacity found delivers and costs, with intervals."""
-    def interval(ci: list[float] | None) -> str:
-        return f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""
-    cost = point.cost or {}
-    usd = cost.get("usd_per_million_output_tokens")
-    priced = (f"USD {usd:.4g}{interval(cost.get('usd_per_million_output_tokens_ci95'))} per million output tokens at "
-              f"{cost.get('usd_per_gpu_hour'):g} USD per GPU-hour x {cost.get('gpus')}") if usd is not None else \
-        f"no cost ({cost.get('price_source', 'no price')})"
-    return (f"At that load ({point.basis}): {point.output_throughput_tok_s:.4g}"
-            f"{interval(point.output_throughput_tok_s_ci95)} output tokens/s; {priced}")
+    """What the capacity found delivers and costs: the decision figures, each with its interval (and a prediction's
+    model error), and the price."""
+    shown = "; ".join(f"{f.label} {figure_text(f.value, f.ci95, f.model_error)}" for f in point.figures)
+    price = (f"at {point.usd_per_gpu_hour:g} USD per GPU-hour x {point.gpus}" if point.usd_per_gpu_hour is not None
+             else f"no cost ({point.price_source})")
+    return f"At that load ({point.basis}): {shown}; {price}"
 
 
 def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:

@@ -31,7 +31,7 @@ import orjson
 from llmload import options as opts
 from llmload.errors import ConfigError, Interrupted
 from llmload.system.files import write_atomic
-from llmload.loadtest.preflight import probe_server
+from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
 from llmload.system.processes import SignalForwarder, stoppable_child
 from llmload.results.server_metrics import read_samples, summarize_samples
@@ -41,6 +41,7 @@ from llmload.settings import parse_settings
 from llmload.sweep.repeats import format_spread, spread_rows
 from llmload.sweep.sampler import MetricsSampler
 from llmload.sweep.scenarios import Cell, Scenario, cell_options
+from llmload.timescale import TimeScale, resolve_time_scale
 
 __all__ = ["run_sweep", "run_cell", "run_dir", "set_aside", "cell_row", "write_cells_csv"]
 
@@ -125,22 +126,23 @@ CELL_OVERHEAD_S = 5.0
 """What a cell takes beyond its DURATION (target and Locust start, drain, files) until one has been timed."""
 
 
-def _cell_expected_s(cell: Cell, speedup: float, done_wall_s: list[float], overhead_s: list[float]) -> float:
-    """How long a cell should take: its DURATION plus the overhead cells took so far, or for a request
-    count the mean of finished cells."""
+def _cell_expected_s(cell: Cell, scale: TimeScale, done_wall_s: list[float], overhead_s: list[float]) -> float:
+    """How long a cell should take: its DURATION on the target's clock plus the overhead cells took so far, or for a
+    request count the mean of finished cells."""
     if cell.duration_s is None:
         return sum(done_wall_s) / len(done_wall_s) if done_wall_s else 60.0
-    return cell.duration_s / speedup + (sum(overhead_s) / len(overhead_s) if overhead_s else CELL_OVERHEAD_S)
+    return scale.target_s(cell.duration_s) + (sum(overhead_s) / len(overhead_s) if overhead_s else CELL_OVERHEAD_S)
 
 
-def run_cell(cell: Cell, cell_dir: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
+def run_cell(cell: Cell, cell_dir: Path, host: str, scale: TimeScale, metrics_interval_s: float, api_key: str,
               tick: Callable[[float], None], signals: SignalForwarder, repeat: int = 1,
               exported: Mapping[str, str] | None = None) -> bool:
     """Run one cell (its run ``repeat``) into ``cell_dir``; True when it finished and was marked complete.
 
-    ``exported``: METRICS_HOST and METRICS_PORT for the cell's load process (runner settings, not the cell's).
+    ``scale``: the time scale the target runs on (the cell's load takes it); ``exported``: METRICS_HOST and
+    METRICS_PORT for the cell's load process (runner settings, not the cell's).
     """
-    settings = {**cell.settings, **(exported or {}), "HOST": host, "OUT": str(cell_dir), "SPEEDUP": f"{speedup:g}"}
+    settings = {**cell.settings, **(exported or {}), "HOST": host, "OUT": str(cell_dir), **scale.as_setting()}
     cell_dir.mkdir(parents=True)
     sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s, api_key)
     sampler.start()
@@ -185,16 +187,15 @@ def run_sweep(scenario: Scenario, out: Path, host: str = "", speedup: float = 1.
 
     Interrupted (one line for the CLI) when SIGINT or SIGTERM stops it; the cell in flight stays unfinished.
     """
-    if speedup != 1.0 and host:
-        raise ConfigError("SPEEDUP rehearses against the built-in target; leave it out with HOST=")
-    if host:
-        probe_server(host, api_key)  # a HOST that does not answer stops the sweep before OUT is made
+    # A HOST that does not answer, or runs on another time scale, stops the sweep before OUT is made; without one,
+    # each cell's own target runs on the sweep's.
+    scale = resolve_time_scale(speedup, served_by(probe_server(host, api_key), "")) if host else TimeScale(speedup)
     with SignalForwarder("stopped between cells; finished cells are kept: rerun the same command to resume") as signals:
-        return _run_cells(scenario, out, host, speedup, metrics_interval_s, api_key, progress, live, signals, repeats,
+        return _run_cells(scenario, out, host, speedup, scale, metrics_interval_s, api_key, progress, live, signals, repeats,
                           exported)
 
 
-def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics_interval_s: float, api_key: str,
+def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, scale: TimeScale, metrics_interval_s: float, api_key: str,
                progress: Callable[[str], None], live: Callable[[str], None], signals: SignalForwarder, repeats: int,
                exported: Mapping[str, str] | None) -> int:
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -212,16 +213,17 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
         aside = set_aside(cell_dir)
         if aside is not None:
             progress(f"  kept the cut-short run of cell {cell.index} as {aside.name}")
-        left_s = sum(_cell_expected_s(c, speedup, done_wall_s, overhead_s) for c, _, _ in todo[number - 1:])
+        left_s = sum(_cell_expected_s(c, scale, done_wall_s, overhead_s) for c, _, _ in todo[number - 1:])
         which = f" run {repeat}/{of}" if of > 1 else ""
         progress(f"[{number}/{len(todo)}] cell {cell.index}{which} {cell.label}: {' '.join(f'{k}={v}' for k, v in cell.settings.items())}"
                  f"  (sweep time left ~{_format_s(left_s)})")
         started_s = time.monotonic()
         with target(cell_options(cell.settings, host, speedup)) as url:
-            probe_server(url, api_key)  # the target answers, and takes the key, before the cell starts
+            # the target answers, takes the key, and says its time scale before the cell starts
+            scale = resolve_time_scale(speedup, served_by(probe_server(url, api_key), ""))
             _write_scenario(out, scenario)
-            cell_s = _cell_expected_s(cell, speedup, done_wall_s, overhead_s)
-            ok = run_cell(cell, cell_dir, url, speedup, metrics_interval_s, api_key,
+            cell_s = _cell_expected_s(cell, scale, done_wall_s, overhead_s)
+            ok = run_cell(cell, cell_dir, url, scale, metrics_interval_s, api_key,
                            lambda elapsed_s: live(f"    {_bar(elapsed_s / cell_s)} {_format_s(elapsed_s)} of ~{_format_s(cell_s)}, "
                                                   f"sweep time left ~{_format_s(max(0.0, left_s - elapsed_s))}"), signals, repeat,
                           exported)
@@ -231,7 +233,7 @@ def _run_cells(scenario: Scenario, out: Path, host: str, speedup: float, metrics
                                              f"rerun the same command to resume: it runs that cell again")
         done_wall_s.append(time.monotonic() - started_s)
         if cell.duration_s is not None:
-            overhead_s.append(max(0.0, done_wall_s[-1] - cell.duration_s / speedup))
+            overhead_s.append(max(0.0, done_wall_s[-1] - scale.target_s(cell.duration_s)))
         if ok:
             write_cells_csv(out)
             summary = read_summary(cell_dir)

@@ -61,6 +61,7 @@ def test_malformed_sharegpt_is_one_line_and_exit_2(cli, tmp_path, content, messa
 @pytest.mark.parametrize("input_len", [1, 128, 2000])
 def test_random_prompts_have_exactly_in_tokens(input_len):
     lines = random_prompts(input_len, 7, count=5, seed=3)
+    assert len(lines) == 5  # the checks below hold for every line: there must be the five asked for
     assert all(text_tokens(line["messages"][0]["content"]) == input_len for line in lines)
     assert all(line["request"] == {"max_tokens": 7, "ignore_eos": True} for line in lines)
     assert lines == random_prompts(input_len, 7, count=5, seed=3)

@@ -53,7 +53,10 @@ def test_prompts_get_prefixes_round_robin_and_their_counts_grow_exactly():
 def test_every_prompts_source_takes_a_prefix_the_builtin_set_with_its_own_system_message_too():
     builtin = load_prompt_set("builtin")
     prefixed = with_shared_prefixes(builtin, 10, 1, seed=0)
-    assert all(p.messages[1:] == b.messages for p, b in zip(prefixed, builtin))
+    assert len(prefixed) == len(builtin) == 12 and builtin[0].messages[0]["role"] == "system"
+    assert all(p.messages[0]["role"] == "system" and text_tokens(p.messages[0]["content"]) == 10 for p in prefixed)
+    assert all(p.messages[1:] == b.messages for p, b in zip(prefixed, builtin))  # its own system message follows
     assert "prompt_tokens" not in prefixed[0].meta  # a count the set never had is not made up
     randoms = with_shared_prefixes(load_prompt_set("random:20:5:3"), 10, 1, seed=0)
+    assert len(randoms) == 3
     assert [p.meta["prompt_tokens"] for p in randoms] == [prompt_tokens(p.messages) for p in randoms]

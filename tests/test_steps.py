@@ -91,6 +91,7 @@ def test_decode_runs_taken_at_once_equal_step_by_step(limits, users, monkeypatch
     fast = replay_closed_loop(limits, TIMES, frontend, users, prompts, outputs)
     monkeypatch.setattr(scheduler.StepScheduler, "pure_decode_steps", lambda self: 0)
     slow = replay_closed_loop(limits, TIMES, frontend, users, prompts, outputs)
+    assert len(fast) == len(slow) == 120  # every request replayed both ways: zip below would stop at the shorter
     for a, b in zip(fast, slow):
         assert (a.first_delivered_s, a.last_delivered_s, a.last_engine_s) == pytest.approx(
             (b.first_delivered_s, b.last_delivered_s, b.last_engine_s), rel=1e-9, abs=1e-9)

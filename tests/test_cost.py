@@ -104,7 +104,11 @@ def test_decision_rows_take_the_largest_load_meeting_the_slo_per_gpu_and_model()
     assert by_gpu["h100"].capacity == 8 and not by_gpu["h100"].predicted and by_gpu["h100"].runs == 3
     assert by_gpu["h200"].capacity == 32 and by_gpu["h200"].predicted and by_gpu["h200"].basis.startswith("predicted for h200")
     figures = {f.name: f for f in by_gpu["h200"].figures}
-    assert figures["usd_per_million_output_tokens"].value is not None
+    # the row's figures are those of the run at the capacity (32 users, priced at the rates predicted for the h200)
+    assert figures["usd_per_million_output_tokens"].value == pytest.approx(
+        run("h200", 32, 0.2, SIM).cost.usd_per_million_output_tokens)
+    h100 = {f.name: f.value for f in by_gpu["h100"].figures}
+    assert h100["usd_per_million_output_tokens"] == pytest.approx(run("h100", 8, 2.5).cost.usd_per_million_output_tokens)
     assert list(figures) == ["output_throughput_tok_s", "usd_per_million_output_tokens", "usd_per_million_goodput_tokens"]
 
 

@@ -23,7 +23,7 @@ from llmload.errors import ConfigError
 from llmload.results.histogram import LogHistogram
 from llmload.results.records import RequestRecord
 from llmload.client.faults import FAULTS
-from llmload.results.run_metrics import LATENCIES, OUTCOMES, RunMetrics, render
+from llmload.results.run_metrics import CHUNK_LINES, LATENCIES, OUTCOMES, RunMetrics, render
 from llmload.sim import start_sim, stop_sim
 from llmload.sim.engine import Engine
 from llmload.sim.metrics import metrics_text
@@ -165,13 +165,19 @@ def test_add_all_fills_the_same_buckets_as_add():
 
 @pytest.mark.pure
 def test_rendered_in_chunks_it_is_prometheus_clients_own_text():
-    metrics = RunMetrics("run", "h100", ["low", "medium", "high"])
+    """Byte for byte what prometheus_client writes, escaped label values and Go's exponents (from a million) included."""
+    metrics = RunMetrics('results/a "b"\\c\nd', "h100", ["low", "medium", "high"], scheduled_rps=1234567.5)
     for i in range(50):
         metrics.add(_record(i, effort=("low", "medium", "high")[i % 3]))
+    metrics.add(_record(50, itl_s=[0.02] * 1_000_000, completion_tokens=1_000_001))
+    metrics.add(_record(51, effort="high", itl_s=[0.01] * 3000))  # held, not folded yet: the scrape folds a copy
     registry = CollectorRegistry()
     registry.register(type("Run", (), {"collect": lambda self: metrics.families(1, 0)})())
     chunks = list(render(metrics.families(1, 0)))
-    assert len(chunks) > 20 and b"".join(chunks) == generate_latest(registry)
+    assert len(chunks) > 3 and max(chunk.count(b"\n") for chunk in chunks) < CHUNK_LINES + 320  # whole children
+    text = b"".join(chunks)
+    assert text == generate_latest(registry)
+    assert b'inter_token_latency_seconds_count{api="chat",effort="low",gpu="h100",run="results/a \\"b\\"\\\\c\\nd"} 1.00153e+06' in text
 
 
 @pytest.mark.pure

@@ -2,10 +2,12 @@
 
 The load process (the master with WORKERS; workers serve nothing and add their requests in flight to
 Locust's stats reports) listens from Locust's init to its exit, so it serves every test it runs (the web
-UI's one after another), each under its own run label. A scrape is written by prometheus_client about
-100 lines (a millisecond) at a time, the event loop free between two (up to IDLE_WAIT_MAX_S each): streams
-waiting to be read never wait for a whole scrape, and a busy run's scrape still ends in time. At exit the process
-waits, bounded, for one more scrape, so Prometheus holds the run's final counts. On loopback a foreign Host is refused (DNS rebinding); METRICS_LOGIN asks for basic auth.
+UI's one after another), each under its own run label. A scrape is a snapshot: every figure is copied at the
+instant it begins (RunMetrics.families, a tenth of a millisecond), then its text goes out a thousand lines (a third
+of a millisecond) at a time, the event loop free between two (up to IDLE_WAIT_MAX_S each): streams waiting to be
+read never wait for a whole scrape, a busy run's scrape still ends in time, and what the run counts meanwhile
+is in the next scrape. At exit the process waits, bounded, for one more scrape, so Prometheus holds the run's
+final counts. On loopback a foreign Host is refused (DNS rebinding); METRICS_LOGIN asks for basic auth.
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ from gevent.pywsgi import WSGIServer
 from locust.env import Environment
 from locust.runners import WorkerRunner
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import Metric
 
 from llmload.credentials import loopback_hosts, metrics_login
 from llmload.client.readstats import PROCESS_READ_STATS
-from llmload.results.run_metrics import RunMetrics, render
+from llmload.results.run_metrics import RunMetrics, Snapshot, render
 
 __all__ = ["install_exporter", "MetricsExporter"]
 
@@ -85,10 +86,11 @@ class MetricsExporter:
         if IN_FLIGHT in data:
             self._worker_in_flight[client_id] = data[IN_FLIGHT]
 
-    def _families(self) -> Iterable[Metric]:
+    def _snapshot(self) -> Snapshot | None:
+        """The run's figures and this process's gauges, at this instant; None between two tests."""
         metrics = self._metrics()
         if metrics is None:
-            return ()
+            return None
         runner = self._environment.runner
         in_flight = PROCESS_READ_STATS.in_flight + sum(self._worker_in_flight.values())
         return metrics.families(runner.user_count if runner is not None else 0, in_flight)
@@ -113,7 +115,7 @@ class MetricsExporter:
         started_s = time.monotonic()
         self._scrapes_s = [*self._scrapes_s[-1:], started_s]
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-        return _Body(render(self._families()), lambda: self._sent(started_s))
+        return _Body(render(self._snapshot()), lambda: self._sent(started_s))
 
     def _sent(self, started_s: float) -> None:
         self._last_sent_s = max(self._last_sent_s, started_s)

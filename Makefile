@@ -2,6 +2,8 @@
 # Settings are the suite's options as KEY=VALUE (see `python -m llmload` and llmload/options.py):
 #   make load GPU=a100 EFFORT=medium USERS=8
 PYTHON ?= python3
+# make bundle's PYTHON=3.12 names the host's Python version, not an interpreter here: python3 makes the venv then.
+BASE_PYTHON = $(if $(filter 2.% 3.%,$(PYTHON)),python3,$(PYTHON))
 VENV := .venv
 PY := $(VENV)/bin/python
 # The secret options of llmload/options.py (and OPENAI_API_KEY): make exports command-line variables to the
@@ -14,17 +16,17 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity calibrate figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity calibrate figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck bundle monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
 	@echo
 	@awk -F':.*## ' '/^[a-z][a-z.-]*:.*## /{printf "  make %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo
-	@$(PYTHON) -c 'from llmload.settings import help_lines; print("\n".join(help_lines()))'
+	@$(BASE_PYTHON) -c 'from llmload.settings import help_lines; print("\n".join(help_lines()))'
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(BASE_PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
@@ -77,6 +79,9 @@ calibrate: $(VENV)/.installed  ## fit a profile to a real server's results: RESU
 
 crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
 	$(PY) -m llmload crosscheck $(SETTINGS)
+
+bundle: $(VENV)/.installed  ## an offline bundle for a host without a registry: PLATFORM, PYTHON, EXTRA="vllm==0.25.0", FREEZE=host-freeze.txt, PART_MB, OUT
+	$(PY) -m llmload bundle $(SETTINGS)
 
 monitor: $(VENV)/.installed prometheus  ## Prometheus on 127.0.0.1:MONITOR_PORT (9090) scraping the suite (METRICS_PORT=9400) and the target: monitoring/
 	$(PY) -m llmload monitor $(SETTINGS)

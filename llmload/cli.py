@@ -7,6 +7,7 @@
     capacity [KEY=VALUE ...] the largest USERS (or RATE) meeting SLO, by an adaptive search; OUT/capacity.json
     crosscheck [KEY=VALUE ...] vLLM's bench and llmload on one server and workload, side by side
     calibrate RESULTS="dir ..." PROFILE=name|path [OUT=file]  fit the built-in target's profile to a real server's results
+    bundle PLATFORM=tag PYTHON=3.12 [EXTRA=...] [FREEZE=file]  an offline bundle of the suite (and EXTRA) for a host without a registry
     report RUN_DIR          print a run's result block again; a killed run's summary is rebuilt (partial)
     worker MASTER=host:port Locust worker(s) here for a master run elsewhere (make load EXPECT_WORKERS=N)
     monitor [MONITOR_PORT=9090] Prometheus on 127.0.0.1 scraping the suite (METRICS_PORT) and the target (monitoring/)
@@ -147,7 +148,7 @@ def _prepare(settings: Sequence[str], headless: bool) -> tuple[LaunchConfig, dic
         if options.metrics_port == options.web_port:
             raise ConfigError(f"METRICS_PORT={options.metrics_port} is WEB_PORT too; give METRICS_PORT another port")
     _check_metrics_port(options)
-    return options, overrides, len(workload.trace.rows) if workload.trace else options.requests
+    return options, overrides, len(workload.trace.rows) - options.warmup_requests if workload.trace else options.requests
 
 
 def _check_out(out: str) -> None:
@@ -381,6 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from llmload.calibrate.command import run_calibrate
 
             return run_calibrate(parse_settings(rest, opts.CALIBRATE_OPTIONS), rest)
+        if command == "bundle":
+            from llmload.bundle.command import run_bundle
+
+            return run_bundle(parse_settings(rest, opts.BUNDLE_OPTIONS))
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":
@@ -400,5 +405,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a command that runs no load: nothing to keep
         print("interrupted by SIGINT", file=sys.stderr)
         return 128 + signal.SIGINT
-    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,calibrate,report,worker,monitor,serve-sim} ...", file=sys.stderr)
+    print(__doc__.strip().split("\n\n")[0].replace("``", "") + "\n\nusage: python -m llmload {load,ui,prompts,sweep,capacity,crosscheck,calibrate,bundle,report,worker,monitor,serve-sim} ...", file=sys.stderr)
     return 2

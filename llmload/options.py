@@ -21,7 +21,7 @@ from llmload.errors import ConfigError
 
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS",
-    "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "CALIBRATE_OPTIONS", "WORKER_OPTIONS", "MONITOR_OPTIONS", "ARRIVALS",
+    "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "CALIBRATE_OPTIONS", "WORKER_OPTIONS", "MONITOR_OPTIONS", "BUNDLE_OPTIONS", "ARRIVALS",
     "RUNNER_KEYS", "options_for", "option_by_key", "config_name",
 ]
 
@@ -30,7 +30,8 @@ ARRIVALS = ("poisson", "constant", "gamma")
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN", "METRICS_HOST",
                "METRICS_PORT", "METRICS_LOGIN")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate")
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate",
+            "bundle")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
 capacity: also every load option, which its steps run with)."""
 _RUN = ("load", "ui")
@@ -115,7 +116,8 @@ TABLE: tuple[Option, ...] = (
     Option("OUT", "--out", "out", "", "where results go: a run's folder (default results/<time>-<gpu>-<model>-<effort>-u<users>); "
            "a sweep's (default results/<scenario name>; rerunning resumes it); prompts: the sets' folder (default prompts); "
            "crosscheck: its folder (default results/crosscheck-<model>); calibrate: the profile file written (default "
-           "profiles/<PROFILE's name>.json)", commands=("load", "ui", "sweep", "prompts", "crosscheck", "calibrate")),
+           "profiles/<PROFILE's name>.json); bundle: the bundle's folder, refused if it holds one (default "
+           "results/bundle-<PLATFORM>-py<PYTHON>)", commands=("load", "ui", "sweep", "prompts", "crosscheck", "calibrate", "bundle")),
     Option("TEMPERATURE", "--temperature", "temperature", 1.0, "sampling temperature sent", minimum=0,
            commands=_RUN_AND_CROSSCHECK),
     Option("EXTRA_BODY", "--extra-body", "extra_body", "", "JSON object merged into every request body"),
@@ -258,6 +260,19 @@ TABLE: tuple[Option, ...] = (
     Option("RESULTS", "--results", "results", "", "calibrate: results folders of runs against a real server (a run, a "
            "sweep or a capacity OUT), vLLM bench --save-result JSON files, or measurement tables (cells JSON), "
            "space-separated", commands=("calibrate",)),
+    # issue-32: offline bundles for a host without a registry
+    Option("PLATFORM", "--platform", "platform", "manylinux_2_28_x86_64", "the host's platform tag: manylinux_2_Y_<arch> "
+           "(glibc 2.Y or newer: ldd --version there), manylinux2014_<arch>, musllinux_1_Y_<arch>, linux_<arch>, "
+           "macosx_X_Y_<arch>, win_amd64 (the grammar: llmload/bundle/plan.py)", commands=("bundle",)),
+    Option("PYTHON", "--python", "python", "3.12", "the host's Python, MAJOR.MINOR[.PATCH] (python3 --version there)",
+           commands=("bundle",)),
+    Option("EXTRA", "--extra", "extra", "", "requirement specs bundled beside the suite, space- or comma-separated, e.g. "
+           "vllm==0.25.0; one naming a package that others require otherwise wins over them (an override)",
+           commands=("bundle",)),
+    Option("FREEZE", "--freeze", "freeze", "", "a file of the host's `pip freeze` (name==version, or bare names): what it "
+           "lists is left out of the bundle, its versions pinned in the resolution (empty: the host has nothing)",
+           commands=("bundle",)),
+    Option("PART_MB", "--part-mb", "part_mb", 1024, "the bundle's largest part, in MiB", commands=("bundle",), minimum=1),
     Option("CAPACITY_PRECISION", "--capacity-precision", "capacity_precision", 0.1, "stop once the largest passing and the "
            "smallest failing step are within this fraction of the answer", commands=("capacity",), minimum=0),
 )
@@ -281,6 +296,7 @@ CROSSCHECK_OPTIONS = options_for("crosscheck")
 CALIBRATE_OPTIONS = options_for("calibrate")
 WORKER_OPTIONS = options_for("worker")
 MONITOR_OPTIONS = options_for("monitor")
+BUNDLE_OPTIONS = options_for("bundle")
 
 
 def option_by_key(key: str) -> Option:

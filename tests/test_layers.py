@@ -13,7 +13,7 @@ PACKAGES = ("llmload", "plots")
 LAYERS = (
     ("llmload.errors", "llmload.options", "llmload.settings", "llmload.system", "llmload.credentials", "llmload.timescale"),
     ("llmload.promptsets", "llmload.results"),
-    ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate"),
+    ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate", "llmload.bundle"),
     ("llmload.client",),
     ("llmload.loadtest",),
     ("llmload.sweep", "llmload.crosscheck"),

@@ -71,9 +71,12 @@ def test_a_rehearsal_reports_its_figures_predicted_for_the_profiles_gpu(tmp_path
     assert summary["config"]["gpu"] == "h200"  # no GPU given: the profile's
     predicted = summary["predicted"]
     label = "predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)"
-    assert predicted["label"] == label and predicted["speedup"] == 20.0
+    assert predicted["label"] == label and predicted["scaled_by"] == 20.0
     assert predicted["rps"] == pytest.approx(summary["rps"] / 20)  # the raw sped-up figures stay beside them
     assert predicted["tpot_ms"]["median"] == pytest.approx(summary["tpot_ms"]["median"] * 20)
+    # the measured profile's own error on operating points it was not fitted to rides beside each figure
+    assert predicted["validated"] and predicted["model_error"]["rps"] > 0.15 and "VALIDATED" in predicted["validation"]
+    assert "model ±" in done.stdout
     assert summary["cost"]["basis"] == label and summary["cost"]["usd_per_gpu_hour"] == 3.5
     assert f"timings  {label}" in done.stdout and "Predicted for h200" in done.stdout and f"Figures {label}" in done.stdout
 

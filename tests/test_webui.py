@@ -124,7 +124,7 @@ def test_the_web_ui_serves_the_series_and_names_the_run_from_the_form(sim_fixed,
         assert rows[0]["metric"] == f"results folder: {series['run_dir']}"
         assert json.loads(_get(base + "/llmload/target"))["rehearsal"].startswith("REHEARSAL (built-in target playing h100")
         rows = json.loads(_get(base + "/stats/requests"))["extended_stats"][0]["data"]  # the table says it once known
-        assert rows[1]["metric"] == f"target: {sim_fixed}: REHEARSAL (built-in target playing h100, SPEEDUP 1x), simulated timings (not a measurement)"
+        assert rows[1]["metric"] == f"target: {sim_fixed}: REHEARSAL (built-in target playing h100), simulated timings (not a measurement)"
         _get(base + "/stop", {})
         deadline = time.monotonic() + 60
         while not (tmp_path / series["run_dir"] / "summary.json").exists():
@@ -155,11 +155,13 @@ def test_make_ui_against_the_built_in_target_does_not_offer_what_it_cannot_chang
         # Beside the host, the page says what the console banner says (its script asks /llmload/target).
         target = json.loads(_get(f"http://127.0.0.1:{port}/llmload/target"))
         assert target["host"] == form["host"] and target["host"].startswith("http://127.0.0.1:")
-        assert target["rehearsal"] == "REHEARSAL (built-in target playing h100, SPEEDUP 1x), simulated timings (not a measurement)"
+        assert target["rehearsal"] == ("REHEARSAL (built-in target playing h100, UNVALIDATED profile), simulated timings "
+                                       "(not a measurement)")
         assert "/llmload/target" in page and "llmload-rehearsal" in page
         assert "/llmload/target" in _get(f"http://127.0.0.1:{port}/llmload/charts").decode()
     finally:
         ui.terminate()
         banner, _ = ui.communicate(timeout=30)
-    assert "REHEARSAL (built-in target playing h100, SPEEDUP 1x)" in banner and "named when the test starts" in banner
+    assert "REHEARSAL (built-in target playing h100, UNVALIDATED profile)" in banner and "named when the test starts" in banner
+    assert "UNVALIDATED prediction: extrapolated from" in banner
     assert f"{target['host']}: {target['rehearsal']}" in banner

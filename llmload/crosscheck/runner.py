@@ -32,6 +32,7 @@ from llmload.crosscheck.compare import METRICS, SERVER_KEYS, SERVER_TOLERANCE_PC
 from llmload.errors import ConfigError, LoadTestError
 from llmload.system.files import write_atomic
 from llmload.loadtest.preflight import probe_server, resolve_model
+from llmload.loadtest.runconfig import parse_run_args
 from llmload.loadtest.server_window import ServerWindow
 from llmload.system.processes import die_with_parent
 from llmload.results.metrics import VLLM_METRICS
@@ -142,9 +143,11 @@ def run_crosscheck(options: argparse.Namespace) -> int:
     if options.num_users < 1 or options.requests < 0:
         raise ConfigError("USERS must be at least 1, REQUESTS 0 (the default, 100) or more")
     random_workload(options.prompts)
+    requests = options.requests or DEFAULT_REQUESTS
+    # the suite's runs held to a run's rules (llmload/loadtest/rules.py) before anything is sent
+    parse_run_args(_suite_settings(options, options.host, options.model or "model", options.seed, requests, Path("out")))
     api_key = read_api_key(options.api_key_file)
     model = resolve_model(options.model, probe_server(options.host, api_key))
-    requests = options.requests or DEFAULT_REQUESTS
     repeats = options.repeats or DEFAULT_REPEATS
     out = Path(options.out) if options.out else Path("results") / f"crosscheck-{bare_model_name(model)}"
     if (out / "crosscheck.json").exists():

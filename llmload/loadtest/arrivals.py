@@ -48,9 +48,11 @@ class Replay:
     times_s: tuple[float, ...]
     speed: float = 1.0
 
-    def offsets_s(self, seed: int) -> Iterator[float]:
-        """The due times in seconds from the start, the first at 0 (``seed`` unused: a trace is its own schedule)."""
-        return (t / self.speed for t in self.times_s)
+    def offsets_s(self, seed: int, skip: int = 0) -> Iterator[float]:
+        """The due times in seconds from the start of row ``skip`` on, that row's at 0 (``seed`` unused: a trace is its
+        own schedule)."""
+        first = self.times_s[skip] if skip < len(self.times_s) else 0.0
+        return ((t - first) / self.speed for t in self.times_s[skip:])
 
     @property
     def rate_rps(self) -> float:

@@ -99,7 +99,7 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
             warmup = session.budget.is_warmup(ticket)
             if not measuring and not warmup:
                 session.budget.warmed_up.wait()
-                start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), True
+                start_s, offsets, measuring = session.schedule_start_s(), session.schedule(measured=True), True
             number, offset_s = next(offsets, (None, None))
             if number is None:
                 break  # a trace's warm-ups outnumber its rows

@@ -10,13 +10,14 @@ tests/test_options.py keeps them and their types equal to the table's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any, Self, Sequence
 
 import orjson
 
-from llmload.credentials import check_metrics_host, web_login
 from llmload.errors import ConfigError
+from llmload.loadtest.rules import check_rules
 from llmload.loadtest.turns import TurnPlan
 from llmload.options import OPTIONS, config_name
 from llmload.promptsets.tools import load_tools, tool_names, tool_results
@@ -26,7 +27,7 @@ from llmload.results.slo import parse_slos
 from llmload.results.structured import parse_response_format
 from llmload.settings import check_ranges, host_port, parse_duration_s, parse_settings
 
-__all__ = ["RunConfig", "LaunchConfig", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
+__all__ = ["RunConfig", "LaunchConfig", "launched_config", "RECORDED_OPTIONS", "LAUNCH_OPTIONS", "SUITE_OWNED_FIELDS", "parse_extra_body",
            "parse_run_args", "parse_values"]
 
 RECORDED_OPTIONS = tuple(o for o in OPTIONS if o.to_locust and not o.secret)
@@ -97,7 +98,8 @@ class RunConfig:
 
     @classmethod
     def of(cls, options: argparse.Namespace) -> Self:
-        """The config in ``options`` (the CLI's parsed settings, or Locust's parsed_options), each range checked."""
+        """The config in ``options`` (the CLI's parsed settings, or Locust's parsed_options), each range checked; the
+        rules between settings are ``checked``'s."""
         check_ranges(options)  # values typed into the web UI's form have not met the parser's checks
 
         def value(name: str) -> Any:
@@ -123,6 +125,26 @@ class RunConfig:
         """Whether requests are sent on a schedule (RATE or TRACE), one dispatching user per process, not by USERS."""
         return bool(self.rate or self.trace)
 
+    def check_values(self) -> None:
+        """ConfigError (one line) for a value its own grammar refuses (a range is the parser's and ``of``'s)."""
+        if self.run_time is not None and parse_duration_s(str(self.run_time)) <= 0:
+            raise ConfigError(f"DURATION={self.run_time} must be longer than 0 s")
+        if not 0 < self.flush_interval <= 60:
+            raise ConfigError(f"FLUSH_INTERVAL={self.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+        parse_extra_body(self.extra_body)
+        usd_per_gpu_hour(self.price)
+        effort_shares(self.effort)
+        parse_slos(self.slo)
+        parse_response_format(self.response_format)
+        TurnPlan.of(self.turns, self.think_time)
+
+    def checked(self) -> Self:
+        """This config with its values and the rules between settings (rules.py) checked: what a test started from
+        Locust's own parser or web UI form has not met (ConfigError, one line)."""
+        self.check_values()
+        check_rules(self)
+        return self
+
     def record(self) -> dict[str, Any]:
         """The options as config.json and summary.json's ``config`` record them, with DURATION in seconds."""
         config = {config_name(o): getattr(self, o.dest) for o in RECORDED_OPTIONS}
@@ -144,6 +166,14 @@ class LaunchConfig(RunConfig):
     master_bind: str
     locust_table: str
     locust_history: str
+
+
+def launched_config(config: RunConfig, processes: int) -> RunConfig:
+    """A Locust test's options as its settings gave them: under RATE or TRACE the launcher runs one dispatching user
+    per process, so Locust's user count is the number of processes, which the settings' USERS (1) stands for."""
+    if config.open_loop and config.num_users == max(1, processes):
+        return dataclasses.replace(config, num_users=1)
+    return config
 
 
 SUITE_OWNED_FIELDS = {
@@ -177,9 +207,11 @@ def parse_extra_body(text: str) -> dict[str, Any]:
 
 
 def parse_run_args(settings: Sequence[str]) -> LaunchConfig:
-    """A run's settings (KEY=VALUE words or flags), parsed and checked whole: ConfigError names the first wrong one."""
+    """A run's settings (KEY=VALUE words or flags), parsed and checked whole (each value, then the rules between
+    them: rules.py): ConfigError names the first wrong one."""
     config = parse_values(settings)
-    _check_rules(config)
+    check_rules(config)
+    _check_tools(config)
     return config
 
 
@@ -187,91 +219,15 @@ def parse_values(settings: Sequence[str]) -> LaunchConfig:
     """The settings parsed, each value checked against its own grammar but not yet against the others (a scenario
     checks one setting of its grid at a time, then each cell whole)."""
     config = LaunchConfig.of(parse_settings(settings, OPTIONS))
-    if parse_duration_s(str(config.run_time)) <= 0:
-        raise ConfigError(f"DURATION={config.run_time} must be longer than 0 s")
-    if not 0 < config.flush_interval <= 60:
-        raise ConfigError(f"FLUSH_INTERVAL={config.flush_interval:g} must be more than 0 and at most 60 (seconds)")
+    config.check_values()
     host_port(config.master_bind, "MASTER_BIND")
-    parse_extra_body(config.extra_body)
-    usd_per_gpu_hour(config.price)
-    effort_shares(config.effort)
-    parse_slos(config.slo)
-    parse_response_format(config.response_format)
-    TurnPlan.of(config.turns, config.think_time)
     return config
 
 
-def _check_rules(config: LaunchConfig) -> None:
-    """Raise ConfigError where options that are each well formed do not go together."""
-    if config.failure_backoff_max < config.failure_backoff:
-        raise ConfigError(f"FAILURE_BACKOFF_MAX={config.failure_backoff_max:g} is below FAILURE_BACKOFF={config.failure_backoff:g}; "
-                          "raise FAILURE_BACKOFF_MAX or lower FAILURE_BACKOFF")
-    if web_login() is None and config.web_host != "127.0.0.1":
-        raise ConfigError(f"WEB_HOST={config.web_host} lets other machines drive the web UI; set WEB_LOGIN=user:password too")
-    if config.workers and config.expect_remote_workers:
-        raise ConfigError("WORKERS and EXPECT_WORKERS: give one (start local workers with make worker WORKERS=N)")
-    check_metrics_host(config.metrics_host, config.metrics_port)
-    _check_open_loop(config)
-    if config.early_stop == "on" and not config.slo:
-        raise ConfigError("EARLY_STOP=on needs SLO: it ends the run once an SLO's failure is certain")
-    _check_workload(config)
-
-
-def _check_workload(config: LaunchConfig) -> None:
-    """What TURNS, THINK_TIME, the shared prefixes and TRACE each need of the others."""
-    plan = TurnPlan.of(config.turns, config.think_time)
-    if plan.think_s and not plan.conversations:
-        raise ConfigError(f"THINK_TIME={config.think_time} is the wait between turns of a conversation; give TURNS above 1 "
-                          "too, or leave THINK_TIME out")
-    if config.trace:
-        _check_trace(config, plan)
-    elif config.trace_speed != 1.0 or config.trace_limit:
-        raise ConfigError(f"{'TRACE_SPEED' if config.trace_speed != 1.0 else 'TRACE_LIMIT'} applies with TRACE; give TRACE=path "
-                          "too, or leave it out")
-    _check_tools(config)
-    if config.prefix_groups != 1 and not config.prefix_tokens:
-        raise ConfigError(f"PREFIX_GROUPS={config.prefix_groups} needs PREFIX_TOKENS: give the prefixes' length, e.g. "
-                          "PREFIX_TOKENS=1000")
-
-
 def _check_tools(config: LaunchConfig) -> None:
-    """The tools file is a list of function tools; TOOL_CHOICE and TOOL_ROUNDS need one; results fit their length."""
+    """TOOLS's file is a list of function tools, and with TOOL_ROUNDS its results fit TOOL_RESULT_TOKENS."""
     if not config.tools:
-        for key, given in (("TOOL_ROUNDS", config.tool_rounds != 1), ("TOOL_CHOICE", config.tool_choice != "auto")):
-            if given:
-                raise ConfigError(f"{key} applies with TOOLS: give TOOLS=path to a JSON list of function tools "
-                                  f"(e.g. tools/example.json), or leave {key} out")
         return
     tools = load_tools(config.tools)
     if config.tool_rounds > 1:
         tool_results(tuple(sorted(tool_names(tools))), config.tool_result_tokens, config.seed)
-
-
-def _check_open_loop(config: LaunchConfig) -> None:
-    if config.burstiness != 1.0 and config.arrivals != "gamma":
-        raise ConfigError(f"BURSTINESS applies to ARRIVALS=gamma only; with ARRIVALS={config.arrivals} leave it out")
-    if config.rate and config.num_users != 1:
-        raise ConfigError(f"USERS={config.num_users} with RATE: requests are sent on RATE's schedule, not by users; "
-                          "leave USERS out and cap requests in flight with MAX_CONCURRENCY")
-    workers = config.workers or config.expect_remote_workers
-    if config.open_loop and config.max_concurrency and config.max_concurrency < workers:
-        raise ConfigError(f"MAX_CONCURRENCY={config.max_concurrency} is split over {workers} workers, so each needs one: "
-                          f"give MAX_CONCURRENCY={workers} or more, or fewer workers")
-    if config.max_concurrency and not config.open_loop:
-        raise ConfigError("MAX_CONCURRENCY applies with RATE or TRACE; without them, USERS is the number of requests in flight")
-
-
-def _check_trace(config: LaunchConfig, plan: TurnPlan) -> None:
-    """A trace decides when each request goes, what it sends and how many there are: the settings that would too
-    are refused."""
-    conflicts = {"RATE": config.rate != 0, "USERS": config.num_users != 1, "REQUESTS": config.requests != 0,
-                 "TURNS": plan.conversations, "PREFIX_TOKENS": config.prefix_tokens != 0,
-                 "TOOL_ROUNDS": config.tool_rounds != 1}
-    fixes = {"RATE": "the trace's times are the schedule; speed them up with TRACE_SPEED",
-             "USERS": "requests are sent at the trace's times, not by users; cap those in flight with MAX_CONCURRENCY",
-             "REQUESTS": "every row is a request; replay fewer with TRACE_LIMIT",
-             "TURNS": "each row is one request", "PREFIX_TOKENS": "the trace's hash_ids say which prompts share blocks",
-             "TOOL_ROUNDS": "each row is one request"}
-    for key, conflicting in conflicts.items():
-        if conflicting:
-            raise ConfigError(f"{key} with TRACE: {fixes[key]}; leave {key} out")

@@ -43,7 +43,7 @@ from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import (ServerInfo, check_api, check_prefix_fits, check_target_plays, continuous_usage,
                                         probe_server, resolve_model, served_by)
-from llmload.loadtest.runconfig import RunConfig, parse_extra_body
+from llmload.loadtest.runconfig import RunConfig, launched_config, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.toolrounds import ToolRounds
 from llmload.loadtest.turns import TurnPlan
@@ -71,9 +71,11 @@ logger = logging.getLogger("llmload")
 
 
 def start_session(environment: Environment) -> RunSession:
-    """The session of the test starting in ``environment``, in this process's role; its options read once."""
-    config = RunConfig.of(environment.parsed_options)
+    """The session of the test starting in ``environment``, in this process's role; its options read once and held to
+    the rules between settings (rules.py): a test started by Locust itself has not met the command line's checks."""
     runner = environment.runner
+    processes = runner.worker_count if isinstance(runner, MasterRunner) else plan_of(environment).workers
+    config = launched_config(RunConfig.of(environment.parsed_options), processes).checked()
     if isinstance(runner, WorkerRunner):  # the master writes the run's files and ends the test
         return RunWorker(environment, config, runner)
     return RunOwner(environment, config)
@@ -175,17 +177,28 @@ class RunSession(ABC):
         self.arrivals: Arrivals | Replay | None = (
             Replay(tuple(row.offset_s for row in trace.rows), self.scale.target_rate(config.trace_speed)) if trace is not None
             else Arrivals(self.scale.target_rate(config.rate), config.arrivals, config.burstiness) if config.rate > 0 else None)
-        self.requests = len(trace.rows) if trace is not None else config.requests  # measured; 0: DURATION ends the test
+        self.warmup_rows = config.warmup_requests if trace is not None else 0
+        """A trace's warm-ups: its first rows, never replayed in the measured schedule."""
+        # measured requests; 0: DURATION ends the test
+        self.requests = len(trace.rows) - self.warmup_rows if trace is not None else config.requests
         self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
         self.max_concurrency = share(config.max_concurrency, self.plan)  # the cap split over the workers
         self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
         self.dispatcher_started = False
 
-    def schedule(self) -> Iterator[tuple[int, float]]:
+    def schedule(self, measured: bool = False) -> Iterator[tuple[int, float]]:
         """This process's arrivals under RATE or TRACE, (number, due time as an offset from the schedule's start): on
-        worker ``position`` of ``workers``, the schedule's arrivals position, position + workers, ... (one process: all)."""
+        worker ``position`` of ``workers``, the schedule's arrivals position, position + workers, ... (one process: all).
+
+        A trace's warm-ups are its first WARMUP_REQUESTS rows: the measured schedule starts at the row after them, so
+        no row is sent twice."""
         assert self.arrivals is not None
-        return itertools.islice(enumerate(self.arrivals.offsets_s(self.seed)), self.plan.position, None, self.plan.workers)
+        if isinstance(self.arrivals, Replay):
+            skip = self.warmup_rows if measured else 0
+            offsets = enumerate(self.arrivals.offsets_s(self.seed, skip), skip)
+        else:
+            offsets = enumerate(self.arrivals.offsets_s(self.seed))
+        return itertools.islice(offsets, self.plan.position, None, self.plan.workers)
 
     def arrival_prompt(self, number: int) -> Prompt | None:
         """The prompt arrival ``number`` sends: a trace's row; None under RATE (a prompt is drawn)."""

@@ -19,6 +19,7 @@ from locust import User, events, task
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 from locust.exception import StopUser
+from locust.runners import MasterRunner
 
 from llmload.client.faults import normalised_detail
 from llmload.client.measure import ChatClient, measure_request
@@ -32,6 +33,7 @@ from llmload.loadtest.runconfig import RunConfig
 from llmload.loadtest.session import (RunSession, current_collector, current_live, current_metrics, current_session,
                                       start_measured_schedule, start_session)
 from llmload.loadtest.stopping import stop_signal
+from llmload.loadtest.webui_form import install_form_check
 from llmload.loadtest.webui_guard import install_webui_guard
 from llmload.loadtest.workload import workload_of
 from llmload.promptsets.conversation import Conversation
@@ -184,6 +186,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     environment.events.reset_stats.add_listener(lambda **_: _clear_live(environment))
     if environment.web_ui:
         install_webui_guard(environment.web_ui, environment.parsed_options.web_host, environment.parsed_options.web_port)
+        install_form_check(environment.web_ui, lambda: _processes(environment))
         install_streaming_tab(environment.web_ui, lambda: current_live(environment))
     _load_prompts_early(environment.parsed_options)
     # gevent's loop caches its clock; after the seconds of imports above, a stale clock would make
@@ -205,3 +208,9 @@ def _clear_live(environment: Environment) -> None:
     live = current_live(environment)
     if live is not None:
         live.clear()
+
+
+def _processes(environment: Environment) -> int:
+    """The processes that run the users: the master's workers, else this one."""
+    runner = environment.runner
+    return runner.worker_count if isinstance(runner, MasterRunner) else 1

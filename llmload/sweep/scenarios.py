@@ -243,8 +243,6 @@ def _cells(data: dict[str, Any], server: dict[str, str]) -> tuple[Cell, ...]:
         if ns.ends_with_last_request and "DURATION" in settings:
             raise _Bad(f"{where}: DURATION does not apply with {'REQUESTS' if ns.requests else 'TRACE'} (the cell ends with its "
                        "last request); leave one out")
-        if ns.requests and ns.num_users > ns.requests:
-            raise _Bad(f"{where}: USERS={ns.num_users} is more than REQUESTS={ns.requests}; at most REQUESTS are ever in flight")
         key = cell_key(settings)
         if key in checked:
             raise _Bad(f"{where}: the same settings as {checked[key][0]} (cell key {key}); each cell must differ")

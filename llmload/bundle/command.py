@@ -24,7 +24,7 @@ from .plan import Platform, default_out, extra_names, parse_platform, read_freez
 __all__ = ["run_bundle", "Plan"]
 
 _MIB = 1024 * 1024
-_ROUNDS = 12
+_ROUNDS = 30
 """At most this many resolutions: each round wins a conflict for EXTRA or adds what the host's markers need."""
 
 
@@ -61,13 +61,14 @@ def plan_bundle(pip: Sequence[str], platform: Platform, suite_wheel: Path, extra
     overrides = set(extra_names(extra))
     constraints = [f"{n}=={v}" for n, v in sorted(host.items()) if v and n not in overrides]
     suite_root = "{}=={}".format(*suite_wheel.name.split("-")[:2])
-    suite_key = canonicalize_name(suite_wheel.name.split("-")[0])
-    stubs: dict[str, Resolved] = {}
-    stub_files: dict[str, Path] = {}
+    suite_key, suite_version = canonicalize_name(suite_wheel.name.split("-")[0]), suite_wheel.name.split("-")[1]
+    stubs: dict[tuple[str, str], Resolved] = {}
+    """The packages that lost a conflict to EXTRA, by name and version (pip may try several versions of one)."""
+    stub_files: dict[tuple[str, str], Path] = {}
     won: set[str] = set()
     added: list[str] = []
     for _ in range(_ROUNDS):
-        roots = [str(stub_files.get(suite_key, suite_wheel)), *extra, *added]
+        roots = [str(stub_files.get((suite_key, suite_version), suite_wheel)), *extra, *added]
         try:
             resolved = resolve(pip, platform, roots, constraints, work / "resolve", work / "stubs" if stubs else None)
         except ResolveFailed as failed:
@@ -77,18 +78,18 @@ def plan_bundle(pip: Sequence[str], platform: Platform, suite_wheel: Path, extra
                 raise ConfigError(f"pip could not resolve the bundle for PLATFORM={platform.tag} PYTHON={platform.python}: "
                                   f"{failed.message}") from None
             losers = _win(failed.conflicts, overrides, won, extra)
-            fresh = [w for w in losers if canonicalize_name(w.split()[0].split("[")[0]) not in stubs]
+            fresh = [w for w in losers if (canonicalize_name(w.split()[0].split("[")[0]), w.split()[1]) not in stubs]
             if not fresh:
                 raise ConfigError(failed.conflicts[0].line(extra)) from None
             for who in fresh:
                 name, version = who.split()[0].split("[")[0], who.split()[1]
                 print(f"bundle: EXTRA wins over {who}'s requirements on {', '.join(sorted(won))}", flush=True)
                 key = canonicalize_name(name)
-                stubs[key] = metadata(pip, platform, str(suite_wheel) if key == suite_key else f"{name}=={version}",
-                                      work / "metadata")
+                stubs[key, version] = metadata(pip, platform, str(suite_wheel) if key == suite_key else f"{name}=={version}",
+                                               work / "metadata")
             stub_files = {key: write_stub(original, won, work / "stubs") for key, original in stubs.items()}
             continue
-        index = {k: Dist(r.name, _version(r), stubs[k].requires if k in stubs else r.requires) for k, r in resolved.items()}
+        index = {k: Dist(r.name, _version(r), stubs.get((k, _version(r)), r).requires) for k, r in resolved.items()}
         env = platform.markers
         whole = walk(index, roots=[suite_root, *extra, *added], env=env, overrides=overrides)
         missing = [g.requirement for g in whole.unmet if g.requirement not in added]

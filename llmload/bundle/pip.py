@@ -95,7 +95,9 @@ class ResolveFailed(Exception):
     """pip's resolver failed: ``conflicts``, ``no_wheel`` or else ``message`` (its last ERROR line)."""
 
     def __init__(self, conflicts: Sequence[Conflict] = (), no_wheel: NoWheel | None = None, message: str = "") -> None:
-        super().__init__(message or "pip failed")
+        said = "; ".join(f"{c.name}: {', '.join(f'{d.who} asks {d.requirement}' for d in c.demands)}" for c in conflicts)
+        super().__init__(message or (f"conflicts over {said}" if conflicts else "") or
+                         (f"no wheel of {no_wheel.requirement}" if no_wheel else "pip failed"))
         self.conflicts = tuple(conflicts)
         self.no_wheel = no_wheel
         self.message = message

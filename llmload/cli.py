@@ -300,10 +300,14 @@ def _sweep(settings: Sequence[str]) -> int:
 
 
 def _exported(options: argparse.Namespace) -> dict[str, str]:
-    """METRICS_HOST and METRICS_PORT as each cell's `make load` takes them (no part of a cell's settings or key)."""
-    if not options.metrics_port:
-        return {}
-    return {"METRICS_HOST": options.metrics_host, "METRICS_PORT": str(options.metrics_port)}
+    """The runner's settings each cell's `make load` takes (no part of a cell's settings or key): METRICS_HOST and
+    METRICS_PORT, CACHE_RESET."""
+    exported = {"CACHE_RESET": options.cache_reset} if getattr(options, "cache_reset", "off") == "on" else {}
+    if getattr(options, "prompt_start", 0):
+        exported["PROMPT_START"] = str(options.prompt_start)
+    if options.metrics_port:
+        exported |= {"METRICS_HOST": options.metrics_host, "METRICS_PORT": str(options.metrics_port)}
+    return exported
 
 
 def _capacity(settings: Sequence[str]) -> int:

@@ -28,8 +28,9 @@ __all__ = [
 ARRIVALS = ("poisson", "constant", "gamma")
 """ARRIVALS's values: how the gaps between RATE's sends are drawn."""
 RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", "WEB_PORT", "WEB_LOGIN", "METRICS_HOST",
-               "METRICS_PORT", "METRICS_LOGIN")
-"""Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario."""
+               "METRICS_PORT", "METRICS_LOGIN", "PROMPT_START", "CACHE_RESET")
+"""Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario
+(a study gives each run its own PROMPT_START: llmload/sweep/fresh.py)."""
 COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate",
             "bundle")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
@@ -100,6 +101,20 @@ TABLE: tuple[Option, ...] = (
            "random:IN:OUT (builtin, the default, stands for random:256:128)", commands=_RUN_AND_CROSSCHECK),
     Option("ORDER", "--order", "order", "random", "prompt order: a random prompt per request, or the set's order", choices=("random", "sequence")),
     Option("NONCE", "--nonce", "nonce", "off", "a unique number before every prompt, so vLLM's prefix cache cannot help", choices=("off", "on")),
+    # issue-32: the prefix cache as a controlled setting
+    Option("CACHE", "--cache", "cache", "cold", "what the server's prefix cache may hold of this run's prompts: cold (no "
+           "prompt it has seen in this study: each request a prompt not sent before, from PROMPT_START on; once the "
+           "set runs out, a prompt sent again gets a nonce in front) or warm (prompts repeated on purpose: ORDER as "
+           "it says); every run reports the server's hit rate and flags one above what its workload declares",
+           choices=("cold", "warm"), commands=_RUN_AND_CROSSCHECK),
+    Option("PROMPT_START", "--prompt-start", "prompt_start", 0, "where this run's fresh prompts start: position N of the "
+           "set's order (ORDER=random: its seeded shuffle); a random:IN:OUT set is drawn anew for each N; studies (sweep, "
+           "capacity, crosscheck, tune) give each run its own, from this one on", minimum=0,
+           commands=(*_RUN_AND_CROSSCHECK, "sweep")),
+    Option("CACHE_RESET", "--cache-reset", "cache_reset", "off", "on: ask the server to empty its prefix cache before "
+           "the run (vLLM's POST /reset_prefix_cache, served with VLLM_SERVER_DEV_MODE=1; the built-in target has it); "
+           "a server without it: one line, the run goes on, the result block says so",
+           choices=("off", "on"), commands=(*_RUN_AND_CROSSCHECK, "sweep")),
     Option("DURATION", "--run-time", "run_time", "120s", "how long load is sent, e.g. 120s, 2m", locust_flag="-t"),
     Option("REQUESTS", "--requests", "requests", 0, "send this many requests, then stop (USERS is then the maximum concurrency); 0: DURATION decides "
            "(crosscheck: per tool and repeat, 0 = 100)", minimum=0, commands=_RUN_AND_CROSSCHECK),

@@ -32,6 +32,7 @@ RECORD_FIELDS = {  # each samples.jsonl version's fields
 }
 RECORD_FIELDS[4] = RECORD_FIELDS[3].replace("conversation_id turn", "conversation_id turn task_id round")
 RECORD_FIELDS[5] = RECORD_FIELDS[4].replace("answered error", "answered answer_json answer_valid answer_invalid error")
+RECORD_FIELDS[6] = RECORD_FIELDS[5].replace("cached_tokens", "cached_tokens declared_cached_tokens prompt_reused")
 SUMMARY_FIELDS = {  # each summary.json version's records and their own fields (a subclass: those it adds)
     1: {  # the last version-1 files (earlier ones lack some: see summary.py's history)
         "Summary": "interrupted_by partial missing by_effort slo_met arrivals stopped_early config generator "
@@ -88,7 +89,12 @@ SUMMARY_FIELDS[8] = {**SUMMARY_FIELDS[7],
                       "Predicted": SUMMARY_FIELDS[7]["Predicted"].replace("speedup", "scaled_by validated validation "
                                                                           "model_error goodput_output_tok_s "
                                                                           "goodput_output_tok_s_ci95"),
-                      "SloResult": SUMMARY_FIELDS[7]["SloResult"] + " requests_unmeasurable"}
+                      "SloResult": SUMMARY_FIELDS[7]["SloResult"] + " requests_unmeasurable",
+                      "Summary": SUMMARY_FIELDS[7]["Summary"] + " cache server_failures",
+                      "ServerFailures": "requests failed_by_server by_category messages",
+                      "ServerMessage": "category message count",
+                      "CacheAccount": "intent reset declared_hit_rate server_hit_rate client_hit_rate prompts_reused "
+                                      "suspect reason"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

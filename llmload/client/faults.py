@@ -7,9 +7,9 @@ category plus the detail with request ids and numbers stripped: a few rows, not 
 
 from __future__ import annotations
 
-import re
-
 import orjson
+
+from llmload.results.failures import normalised_detail
 
 __all__ = ["FAULTS", "error_message", "normalised_detail"]
 
@@ -36,10 +36,6 @@ FAULTS: dict[str, tuple[str, str]] = {
 """Category: (what it means, what to look at). The README's fault table shows the same rows."""
 
 _MESSAGE_LIMIT = 300
-_GROUPING_LIMIT = 160
-_ID = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{6,}")
-"""Request ids, hashes, uuids: a word of six or more characters with both letters and digits."""
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def error_message(body: bytes | str) -> str:
@@ -56,7 +52,3 @@ def error_message(body: bytes | str) -> str:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return " ".join(text.split())[:_MESSAGE_LIMIT]
 
-
-def normalised_detail(detail: str | None) -> str:
-    """A failure's detail with request ids and numbers replaced: the text Locust groups failures by."""
-    return _NUMBER.sub("N", _ID.sub("<id>", detail or ""))[:_GROUPING_LIMIT]

@@ -66,6 +66,16 @@ def _prompts_text(options: RunConfig) -> str:
     return f"{options.prompts}{prefix}{groups}"
 
 
+def _cache_text(options: RunConfig) -> str:
+    """CACHE's intent in words, and CACHE_RESET."""
+    if options.cache == "cold":
+        where = f" from position {options.prompt_start} of the set's fresh order" if options.prompt_start else ""
+        intent = f"CACHE=cold: each request a prompt the server has not seen in this study{where}"
+    else:
+        intent = "CACHE=warm: prompts repeat on purpose"
+    return intent + ("; the server's prefix cache is emptied first (CACHE_RESET=on)" if options.cache_reset == "on" else "")
+
+
 def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str, Any], results: str,
                  overrides: dict[str, str], scale: TimeScale = REAL_TIME) -> list[str]:
     """The lines printed before any load: what is loaded, how, for how long, and where results go."""
@@ -82,6 +92,7 @@ def banner_lines(options: RunConfig, host: str, model: str, served_by: dict[str,
         f"  target   {target}",
         f"  model    {model}",
         f"  results  {results}",
+        f"  cache    {_cache_text(options)}",
     ]
     if is_rehearsal(served_by):
         lines.append(f"  timings  {predicted_label(served_by)}: {scale.conversion_text()}, raw figures beside them")

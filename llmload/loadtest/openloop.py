@@ -50,22 +50,20 @@ class _ClientPool:
             client.close()
 
 
-Send = Callable[[int, ChatClient, Conversation, str, dict[str, Any]], RequestRecord]
+def run_open_loop(session: RunSession, rng: random.Random) -> None:
+    """Keep RATE's (or TRACE's) schedule until the test stops or REQUESTS are out, then wait for those in flight.
 
-
-def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
-    """Keep RATE's schedule until the test stops or REQUESTS are out, then wait for those in flight.
-
-    ``send(ticket, client, conversation, effort, record_fields)`` sends a conversation's next turn, and ``rng`` draws
-    the prompts and waits (the dispatching ChatUser's).
+    Every request goes through the session's pipeline; ``rng`` draws the prompts and waits (the dispatching
+    ChatUser's).
     """
-    if session.dispatcher_started:
+    schedule, draw, send = session.schedule, session.draw, session.pipeline.send
+    if schedule.dispatcher_started:
         raise StopUser()
-    session.dispatcher_started = True
-    slots = BoundedSemaphore(session.max_concurrency) if session.max_concurrency else None
+    schedule.dispatcher_started = True
+    slots = BoundedSemaphore(schedule.max_concurrency) if schedule.max_concurrency else None
     clients = _ClientPool(session.new_client)
     in_flight = Group()
-    waker = make_due_waker(session.stopping)
+    waker = make_due_waker(schedule.stopping)
 
     def send_when_slot(ticket: int, conversation: Conversation, effort: str, fields: dict[str, Any]) -> RequestRecord:
         slot_wait_s = 0.0
@@ -85,8 +83,8 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
         """One arrival: its request, then its conversation's later turns, each THINK_TIME after the answer before it."""
         record = send_when_slot(ticket, conversation, effort, {"scheduled_monotonic_s": due_s})
         while record.ok and not conversation.done:
-            think_s = 0.0 if conversation.mid_turn else session.turn_plan.think_time_s(rng)  # a tool round goes at once
-            if session.stopping.wait(timeout=think_s):
+            think_s = 0.0 if conversation.mid_turn else draw.turn_plan.think_time_s(rng)  # a tool round goes at once
+            if schedule.stopping.wait(timeout=think_s):
                 return
             ticket = session.budget.take()
             if ticket is None:
@@ -94,18 +92,18 @@ def run_open_loop(send: Send, session: RunSession, rng: random.Random) -> None:
             record = send_when_slot(ticket, conversation, effort, {})
 
     try:
-        start_s, offsets, measuring = session.schedule_start_s(), session.schedule(), False
+        start_s, offsets, measuring = schedule.start_s(), schedule.offsets(), False
         while (ticket := session.budget.take()) is not None:
             warmup = session.budget.is_warmup(ticket)
             if not measuring and not warmup:
                 session.budget.warmed_up.wait()
-                start_s, offsets, measuring = session.schedule_start_s(), session.schedule(measured=True), True
+                start_s, offsets, measuring = schedule.start_s(), schedule.offsets(measured=True), True
             number, offset_s = next(offsets, (None, None))
             if number is None:
                 break  # a trace's warm-ups outnumber its rows
             due_s = start_s + offset_s
             # Built before the wait: at the due instant only the request starts.
-            conversation, effort = session.new_conversation(rng, warmup, session.arrival_prompt(number))
+            conversation, effort = draw.new_conversation(rng, warmup, session.arrival_prompt(number))
             if waker.wait_until(due_s):
                 break
             in_flight.spawn(converse, ticket, due_s, conversation, effort)

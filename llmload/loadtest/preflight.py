@@ -15,7 +15,8 @@ from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "simulator_identity",
+__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "reset_prefix_cache",
+           "simulator_identity",
            "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
 
@@ -180,6 +181,22 @@ def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]],
         raise ServerError(f"VERIFY={info.base_url}: /tokenize answered {e.reason}; VERIFY needs a vLLM server") from None
     except (KeyError, TypeError, ValueError) as e:
         raise ServerError(f"VERIFY={info.base_url}: /tokenize answered without a count ({e})") from None
+
+
+RESET_PATH = "/reset_prefix_cache"
+
+
+def reset_prefix_cache(base_url: str, api_key: str = "", timeout_s: float = 30.0) -> str:
+    """CACHE_RESET=on: ask the server to empty its prefix cache (vLLM's POST /reset_prefix_cache, which it serves with
+    VLLM_SERVER_DEV_MODE=1); what came of it, in words (the result block and summary.json say it)."""
+    try:
+        request(f"{base_url}{RESET_PATH}", api_key, timeout_s, {})
+    except ControlCallFailed as e:
+        if e.status in (404, 405):
+            return (f"not offered: POST {RESET_PATH} answered {e.reason} (vLLM serves it with VLLM_SERVER_DEV_MODE=1); "
+                    "the run went on with the cache as it was")
+        return f"failed: POST {RESET_PATH}: {e.reason}; the run went on with the cache as it was"
+    return f"done before the run (POST {RESET_PATH})"
 
 
 def check_target_plays(gpu: str, served_by: dict[str, Any]) -> None:

@@ -58,6 +58,9 @@ class RunConfig:
     prompts: str
     order: str
     nonce: str
+    cache: str
+    prompt_start: int
+    cache_reset: str
     run_time: str | int | None
     requests: int
     warmup_requests: int

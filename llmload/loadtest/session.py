@@ -11,14 +11,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import itertools
 import logging
-import random
-import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 import gevent
 import orjson
@@ -33,24 +30,25 @@ from llmload.client.measure import ChatClient, make_client
 from llmload.credentials import api_key_for
 from llmload.errors import LoadTestError
 from llmload.loadtest.arrivals import Arrivals, Replay
+from llmload.loadtest.conversations import ConversationDraw
 from llmload.loadtest.budget import RequestBudget
 from llmload.loadtest.distributed import DONE, FAILED, WARMED, MasterCollector, WorkerForwarder, plan_of, share
 from llmload.loadtest.earlystop import watch_slos
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.live import LiveStats
 from llmload.loadtest.pacing import FailRatioGuard
+from llmload.loadtest.pipeline import RequestPipeline
+from llmload.loadtest.schedule import Schedule
 from llmload.loadtest.selfcheck import GeneratorMonitor
 from llmload.loadtest.server_window import ServerWindow
 from llmload.loadtest.preflight import (ServerInfo, check_api, check_prefix_fits, check_target_plays, continuous_usage,
-                                        probe_server, resolve_model, served_by)
+                                        probe_server, reset_prefix_cache, resolve_model, served_by)
 from llmload.loadtest.runconfig import RunConfig, launched_config, parse_extra_body
 from llmload.loadtest.stopping import stop_signal
 from llmload.loadtest.toolrounds import ToolRounds
 from llmload.loadtest.turns import TurnPlan
 from llmload.loadtest.workload import workload_of
 from llmload.promptsets.catalog import Prompt, prompt_overrides
-from llmload.promptsets.conversation import Conversation
-from llmload.promptsets.followups import later_turns
 from llmload.results.efforts import effort_shares, mixed_efforts
 from llmload.results.generator import check
 from llmload.results.predicted import predicted_label
@@ -112,7 +110,9 @@ def start_measured_schedule(environment: Environment, start_unix_s: float) -> No
 
 
 class RunSession(ABC):
-    """One test in one process: the target, what to send and how; the users' side, the same in every role."""
+    """One test in one process, in three parts: what it sends (``draw``: the workload's prompts and conversations),
+    when (``schedule``) and the one path every request takes (``pipeline``); a role's outputs (``add``) keep the
+    records."""
 
     budget: RequestBudget
     fail_ratio: FailRatioGuard
@@ -121,14 +121,22 @@ class RunSession(ABC):
     def __init__(self, environment: Environment, config: RunConfig) -> None:
         self.plan = plan_of(environment)
         self.server = self._connect(environment, config)
-        self.chat = self._what_to_send(config)
-        self._how_to_send(config)
+        self.chat = self._body(config)
+        self.workload = workload_of(config)
+        self.draw = ConversationDraw(self.workload, self.plan, TurnPlan.of(config.turns, config.think_time, self.scale),
+                                     EffortDraw(effort_shares(config.effort), config.seed), config.order == "sequence",
+                                     config.nonce == "on", config.tool_rounds if self.workload.tools else 1,
+                                     cold=config.cache == "cold", seed=config.seed, prefix_tokens=config.prefix_tokens)
+        self.schedule = self._schedule(config)
+        self.client_name, self.timeout_s = config.client, config.request_timeout
+        self.failure_backoff_s, self.failure_backoff_max_s = config.failure_backoff, config.failure_backoff_max
+        self.seed = config.seed
         self.users_started = 0
         self.finished = False
         self.files_written = Event()
 
     def _connect(self, environment: Environment, config: RunConfig) -> ServerInfo:
-        """The target: its root, the key it gets, and what it serves (asked before anything else is done)."""
+        """The target: its root, the key it gets, what it serves and its time scale (asked before anything else)."""
         self.host = (environment.host or config.host).rstrip("/")
         if not self.host:
             raise LoadTestError("no HOST: give the server root, e.g. http://127.0.0.1:8000")
@@ -141,112 +149,50 @@ class RunSession(ABC):
         """The run's one time scale, from its target: every conversion to the target's clock goes through it."""
         return info
 
-    def _what_to_send(self, config: RunConfig) -> ChatOptions:
-        """The prompts, their order and the request body per effort; returns the body's options before the effort."""
-        self.workload = workload_of(config)
+    def _body(self, config: RunConfig) -> ChatOptions:
+        """The request body's options before the effort (the model the server serves, the run's fields)."""
+        workload = workload_of(config)
         chat = ChatOptions(model=resolve_model(config.model, self.server), max_tokens=config.max_tokens,
                            temperature=config.temperature, continuous_usage=continuous_usage(config.continuous_usage, self.server),
-                           extra_body=parse_extra_body(config.extra_body), tools=self.workload.tools,
+                           extra_body=parse_extra_body(config.extra_body), tools=workload.tools,
                            tool_choice=config.tool_choice, response_format=parse_response_format(config.response_format))
         if config.trace and self.server.version is not None:  # a trace's output lengths are forced, where vLLM can
             chat = replace(chat, extra_body={"ignore_eos": True, **chat.extra_body})
         check_prefix_fits(config.prefix_tokens, self.server, chat.model)  # the web UI's form may have changed it
-        self.efforts = EffortDraw(effort_shares(config.effort), config.seed)
-        self.chat_by_effort = {effort: replace(chat, effort=effort) for effort in self.efforts.efforts}
-        self.api = APIS[config.api]
-        self.tools = ToolRounds.of(self.workload.tools, config.tool_rounds, self.workload.tool_results, self.api)
-        self.judge = None if chat.response_format is None else functools.partial(judge_answer, chat.response_format)
-        """RESPONSE_FORMAT's check of each successful answer (None: off)."""
-        self.prompts: tuple[Prompt, ...] = self.workload.prompts
-        self.in_sequence = config.order == "sequence"
-        self._next_prompt = 0
-        self.nonce = config.nonce == "on"
-        self.seed = config.seed
-        self.turn_plan = TurnPlan.of(config.turns, config.think_time, self.scale)
-        self._conversations_started = 0
         return chat
 
-    def _how_to_send(self, config: RunConfig) -> None:
-        """The client, its timeouts and back-off, and RATE's schedule."""
-        self.client_name = config.client
-        self.timeout_s = config.request_timeout
-        self.failure_backoff_s = config.failure_backoff
-        self.failure_backoff_max_s = config.failure_backoff_max
-        # the same load on a target that runs faster than the GPU it plays is that much the rate
+    def _schedule(self, config: RunConfig) -> Schedule:
+        """RATE's or TRACE's schedule on the target's clock (the same load on a target that runs faster than the GPU
+        it plays is that much the rate), or the closed loop's request count."""
         trace = self.workload.trace
-        self.arrivals: Arrivals | Replay | None = (
+        arrivals: Arrivals | Replay | None = (
             Replay(tuple(row.offset_s for row in trace.rows), self.scale.target_rate(config.trace_speed)) if trace is not None
             else Arrivals(self.scale.target_rate(config.rate), config.arrivals, config.burstiness) if config.rate > 0 else None)
-        self.warmup_rows = config.warmup_requests if trace is not None else 0
-        """A trace's warm-ups: its first rows, never replayed in the measured schedule."""
-        # measured requests; 0: DURATION ends the test
-        self.requests = len(trace.rows) - self.warmup_rows if trace is not None else config.requests
-        self.schedule_start_unix_s = self.plan.start_unix_s  # on a worker: the master's instant (the measured one after go)
-        self.max_concurrency = share(config.max_concurrency, self.plan)  # the cap split over the workers
-        self.stopping = Event()  # set when Locust starts stopping the test: RATE's dispatcher sends nothing more
-        self.dispatcher_started = False
+        warmup_rows = config.warmup_requests if trace is not None else 0
+        requests = len(trace.rows) - warmup_rows if trace is not None else config.requests
+        return Schedule(self.plan, arrivals, requests, warmup_rows, share(config.max_concurrency, self.plan),
+                        config.seed, self.plan.start_unix_s)
 
-    def schedule(self, measured: bool = False) -> Iterator[tuple[int, float]]:
-        """This process's arrivals under RATE or TRACE, (number, due time as an offset from the schedule's start): on
-        worker ``position`` of ``workers``, the schedule's arrivals position, position + workers, ... (one process: all).
-
-        A trace's warm-ups are its first WARMUP_REQUESTS rows: the measured schedule starts at the row after them, so
-        no row is sent twice."""
-        assert self.arrivals is not None
-        if isinstance(self.arrivals, Replay):
-            skip = self.warmup_rows if measured else 0
-            offsets = enumerate(self.arrivals.offsets_s(self.seed, skip), skip)
-        else:
-            offsets = enumerate(self.arrivals.offsets_s(self.seed))
-        return itertools.islice(offsets, self.plan.position, None, self.plan.workers)
+    def _pipeline(self, environment: Environment, config: RunConfig) -> RequestPipeline:
+        """The path every request of this process takes, once the role has its budget and failure guard."""
+        api = APIS[config.api]
+        judge = None if self.chat.response_format is None else functools.partial(judge_answer, self.chat.response_format)
+        return RequestPipeline(api, {effort: replace(self.chat, effort=effort) for effort in self.draw.efforts.efforts},
+                               ToolRounds.of(self.workload.tools, config.tool_rounds, self.workload.tool_results, api),
+                               judge, self.draw.turn_plan.conversations, self.add, self.budget, self.fail_ratio,
+                               environment.events.request.fire)
 
     def arrival_prompt(self, number: int) -> Prompt | None:
         """The prompt arrival ``number`` sends: a trace's row; None under RATE (a prompt is drawn)."""
-        return self.prompts[number] if self.workload.trace is not None else None
-
-    def schedule_start_s(self) -> float:
-        """When the schedule starts, on this process's monotonic clock: the master's instant on a worker, else now."""
-        if self.schedule_start_unix_s is None:
-            return time.monotonic()
-        return time.monotonic() + (self.schedule_start_unix_s - time.time())
+        return self.workload.prompts[number] if self.workload.trace is not None else None
 
     def new_client(self) -> ChatClient:
         """A streaming client for one user (or one open-loop slot), as the run's options say."""
-        return make_client(self.client_name, self.host, self.api_key, self.timeout_s, self.api.name)
+        return make_client(self.client_name, self.host, self.api_key, self.timeout_s, self.chat_api)
 
-    def next_prompt(self, rng: random.Random) -> Prompt:
-        """A random prompt, or with ORDER=sequence the set's next one (shared by all users)."""
-        if not self.in_sequence:
-            return rng.choice(self.prompts)
-        # With workers, worker p of n takes the set's prompts p, p + n, p + 2n, ...
-        index = self._next_prompt * self.plan.workers + self.plan.position
-        self._next_prompt += 1
-        return self.prompts[index % len(self.prompts)]
-
-    def new_conversation(self, rng: random.Random, warmup: bool = False, prompt: Prompt | None = None) -> tuple[Conversation, str]:
-        """The next conversation a user (or RATE's dispatcher) starts, and its effort (one for all its turns: the
-        effort is in the server's header, so a change would cost every later turn its prefix cache).
-
-        Its turns are drawn from TURNS; a warm-up is one turn of one round, so no conversation crosses into the
-        measured requests.
-        ``prompt``: its first turn's (a trace's row), else drawn as ORDER says.
-        """
-        prompt = prompt or self.next_prompt(rng)
-        turns = 1 if warmup else self.turn_plan.turns(rng)
-        followups = later_turns(prompt, turns, self.workload.followups, rng) if turns > 1 else []
-        nonce = f"{rng.randrange(10**12):012d}" if self.nonce else None
-        number = self._conversations_started * self.plan.workers + self.plan.position  # unique over the workers
-        self._conversations_started += 1
-        rounds = self.tools.rounds if self.tools is not None and not warmup else 1
-        return Conversation.start(str(number), prompt, followups, nonce, rounds), self.efforts.next()
-
-    def turn_fields(self, conversation: Conversation) -> dict[str, Any]:
-        """The record fields of the conversation's next request: its id and turn under TURNS, its task and round under
-        TOOL_ROUNDS; none for single requests."""
-        fields = self.tools.fields(conversation) if self.tools is not None else {}
-        if not self.turn_plan.conversations:
-            return fields
-        return {"conversation_id": conversation.id, "turn": conversation.turn, **fields}
+    @property
+    def chat_api(self) -> str:
+        return self.pipeline.api.name
 
     @abstractmethod
     def add(self, record: RequestRecord) -> None:
@@ -296,12 +242,13 @@ class RunOwner(RunSession):
         self.stop_timeout_s = float(config.stop_timeout)
         self.measured: list[RequestRecord] = []  # kept only for EARLY_STOP's looks
         self.stopped_early: str | None = None
-        self.budget = RequestBudget(config.warmup_requests, self.requests, end_test)
+        self.budget = RequestBudget(config.warmup_requests, self.schedule.requests, end_test)
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: self._stop_for_failures(line, end_test))
         # RATE or TRACE: one dispatching user per process, not a load setting (USERS is 1)
         self._open_run_dir(config, 1 if config.open_loop else runner.target_user_count or config.num_users)
-        self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.efforts.efforts, api=config.api,
-                                  scheduled_rps=self.arrivals.rate_rps if self.arrivals is not None else 0.0) \
+        arrivals = self.schedule.arrivals
+        self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.draw.efforts.efforts, api=config.api,
+                                  scheduled_rps=arrivals.rate_rps if arrivals is not None else 0.0) \
             if config.metrics_port else None  # METRICS_PORT's figures (exporter.py serves them)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:
@@ -311,23 +258,28 @@ class RunOwner(RunSession):
                 self.live.played = (predicted_label(served), self.scale)
         self.collector: MasterCollector | None = None
         if isinstance(runner, MasterRunner):
-            self.collector = MasterCollector(runner, self.add, config.warmup_requests, self.requests, end_test,
+            self.collector = MasterCollector(runner, self.add, config.warmup_requests, self.schedule.requests, end_test,
                                              lambda line: self._stop_for_failures(line, end_test))
             if config.open_loop and runner.target_user_count < self.collector.workers:
                 raise LoadTestError(f"RATE with {self.collector.workers} workers needs a user on each (one dispatches its part "
                                     f"of the schedule): start at least {self.collector.workers} users, not {runner.target_user_count}")
         self.monitor = GeneratorMonitor("master" if self.collector is not None else "load process")
         if config.early_stop == "on":  # Locust's run time is whole seconds, None with REQUESTS: then look every 6 s
-            watch_slos(self.slos, self.measured, self.stopping, config.duration_s or 60.0,
+            watch_slos(self.slos, self.measured, self.schedule.stopping, config.duration_s or 60.0,
                        lambda reason: self._stop_early(reason, end_test))
+        if config.cache_reset == "on":
+            self.config["cache_reset_outcome"] = outcome = reset_prefix_cache(self.host, self.api_key)
+            if not outcome.startswith("done"):
+                logger.warning("warning: CACHE_RESET=on: %s", outcome)
         self.server_window = ServerWindow(self.host, self.api_key)
+        self.pipeline = self._pipeline(environment, config)
 
     def _open_run_dir(self, config: RunConfig, users: int) -> None:
         """The run's folder, its config.json, the SLOs and mix it is judged by, and the samples writer (started)."""
         chat = self.chat
         self.config = {**config.record(), "host": self.host, "model": chat.model, "continuous_usage": chat.continuous_usage,
                        "served_by": served_by(self.server, chat.model), "users": users,
-                       "prompt_overrides": prompt_overrides(self.prompts), "speedup": self.scale.speedup,
+                       "prompt_overrides": prompt_overrides(self.workload.prompts), "speedup": self.scale.speedup,
                        "time_scale": asdict(self.scale)}
         check_target_plays(config.gpu, self.config["served_by"])
         self.slos: tuple[Slo, ...] = slos_of(self.config)  # limits on the target's clock, by the run's time scale
@@ -385,15 +337,16 @@ class RunWorker(RunSession):
     def __init__(self, environment: Environment, config: RunConfig, runner: WorkerRunner) -> None:
         super().__init__(environment, config)
         self.budget = RequestBudget(
-            share(config.warmup_requests, self.plan), share(self.requests, self.plan), lambda: runner.send_message(DONE),
+            share(config.warmup_requests, self.plan), share(self.schedule.requests, self.plan), lambda: runner.send_message(DONE),
             (lambda: runner.send_message(WARMED)) if config.warmup_requests else None)
         self.fail_ratio = FailRatioGuard(config.max_fail_ratio, lambda line: runner.send_message(FAILED, line))
         self.forwarder = WorkerForwarder(runner)
         self.monitor = GeneratorMonitor(f"worker {self.plan.position + 1}")
+        self.pipeline = self._pipeline(environment, config)
 
     def go(self, start_unix_s: float) -> None:
         """Every worker's warm-ups are done: the measured requests start, RATE's schedule at ``start_unix_s``."""
-        self.schedule_start_unix_s = start_unix_s
+        self.schedule.start_unix_s = start_unix_s
         self.budget.warmed_up.set()
 
     def add(self, record: RequestRecord) -> None:

@@ -21,9 +21,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner
 
-from llmload.client.faults import normalised_detail
-from llmload.client.measure import ChatClient, measure_request
-from llmload.errors import LoadTestError, RequestFailed
+from llmload.errors import LoadTestError
 from llmload.loadtest.distributed import register_messages
 from llmload.loadtest.exporter import install_exporter
 from llmload.loadtest.live import install_streaming_tab
@@ -37,7 +35,6 @@ from llmload.loadtest.webui_form import install_form_check
 from llmload.loadtest.webui_guard import install_webui_guard
 from llmload.loadtest.workload import workload_of
 from llmload.promptsets.conversation import Conversation
-from llmload.results.records import RequestRecord
 from llmload.settings import add_suite_options
 
 __all__ = ["ChatUser"]
@@ -49,7 +46,8 @@ class ChatUser(User):
     """A closed-loop user: streams one chat completion after another, no wait between them but after failures; with
     TURNS, it holds one conversation at a time and waits THINK_TIME between an answer and the next turn.
 
-    With RATE (or TRACE), the first user instead keeps the open-loop schedule (openloop.py) and the others stop.
+    With RATE (or TRACE), the first user instead keeps the open-loop schedule (openloop.py) and the others stop. Every
+    request goes through the session's RequestPipeline (pipeline.py), whoever sends it.
     """
 
     pause_s = 0.0
@@ -82,8 +80,8 @@ class ChatUser(User):
     @task
     def chat(self) -> None:
         session = self.session
-        if session is not None and session.arrivals is not None:
-            return run_open_loop(self.send, session, self.rng)  # RATE: the first user keeps the schedule, the others stop
+        if session is not None and session.schedule.arrivals is not None:
+            return run_open_loop(session, self.rng)  # RATE: the first user keeps the schedule, the others stop
         ticket = session.budget.take() if session is not None else None
         if ticket is None:
             raise StopUser()
@@ -93,43 +91,12 @@ class ChatUser(User):
             if stop_signal(self.environment) is not None:
                 raise StopUser()  # Ctrl-C came while this user waited for the warm-ups: send nothing more
         if warmup or self.conversation is None or self.conversation.done:
-            self.conversation, self.effort = session.new_conversation(self.rng, warmup)
-        record = self.send(ticket, self.client, self.conversation, self.effort)
+            self.conversation, self.effort = session.draw.new_conversation(self.rng, warmup)
+        record = session.pipeline.send(ticket, self.client, self.conversation, self.effort)
         # closed loop only: RATE's schedule never waits
         self.pause_s = self.backoff.after(record.ok)
         if record.ok and not self.conversation.done and not self.conversation.mid_turn:
-            self.pause_s = session.turn_plan.think_time_s(self.rng)
-
-    def send(self, ticket: int, client: ChatClient, conversation: Conversation, effort: str,
-             record_fields: dict[str, Any] | None = None) -> RequestRecord:
-        """Send request ``ticket``, the conversation's next turn (or its next tool round), with ``client`` (its warm-ups
-        done), record it, add its answer to the conversation (a failure ends it), and report it to Locust."""
-        session = self.session
-        warmup = session.budget.is_warmup(ticket)
-        body = session.api.body(session.chat_by_effort[effort], conversation.messages, conversation.request())
-        fields = {"effort": effort, **session.turn_fields(conversation), **(record_fields or {})}
-        answer: list[str] | None = [] if session.turn_plan.conversations or conversation.rounds > 1 else None
-        tool_use = session.tools.use() if session.tools is not None else None
-        record = measure_request(client, body, conversation.prompt.id, session.add, warmup, fields, answer=answer,
-                                 tool_use=tool_use, judge=session.judge)
-        text = "".join(answer or ())
-        if not record.ok:
-            conversation.failed()
-        elif tool_use is not None and (round_messages := session.tools.next_round(record, conversation, tool_use, text)):
-            conversation.called(round_messages)
-        else:
-            conversation.answered(text)
-        session.budget.done(ticket)
-        if warmup:
-            return record  # warm-ups stay out of Locust's statistics too
-        # Locust groups failures by the exception's text: ids and numbers stripped, a few rows.
-        self.environment.events.request.fire(
-            request_type="POST", name=session.api.path, response_time=record.e2e_s * 1000.0,
-            response_length=record.completion_tokens or 0, context={"prompt_id": conversation.prompt.id},
-            exception=None if record.ok else RequestFailed(record.error or "", normalised_detail(record.error_detail)),
-        )
-        session.fail_ratio.add(record.error)
-        return record
+            self.pause_s = session.draw.turn_plan.think_time_s(self.rng)
 
 
 @events.init_command_line_parser.add_listener
@@ -159,7 +126,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 def _on_test_stopping(environment: Environment, **_: Any) -> None:
     session = current_session(environment)
     if session is not None:
-        session.stopping.set()  # RATE's dispatcher sends nothing more
+        session.schedule.stopping.set()  # RATE's dispatcher sends nothing more
 
 
 @events.test_stop.add_listener

@@ -15,9 +15,10 @@ from typing import Any
 
 from llmload.loadtest.runconfig import RunConfig
 from llmload.loadtest.turns import parse_turns
-from llmload.promptsets.catalog import Prompt, load_prompt_set
+from llmload.promptsets.catalog import Prompt, fresh_prompt_set
 from llmload.promptsets.followups import FollowUp, followup_set
 from llmload.promptsets.prefixes import with_shared_prefixes
+from llmload.promptsets.sharing import shared_tokens
 from llmload.promptsets.tools import load_tools, tool_names, tool_results
 from llmload.promptsets.traces import Trace, read_trace, trace_prompts
 
@@ -37,6 +38,11 @@ class Workload:
     """The function tools every request offers (TOOLS); empty: none."""
     tool_results: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Each offered function's results, for TOOL_ROUNDS above 1; empty otherwise."""
+    shared_tokens: dict[str, int] = field(default_factory=dict)
+    """Per prompt id, the tokens of its first turn the set declares shareable in the prefix cache (sharing.py)."""
+    first_fresh: int = 0
+    """The position in the set's fresh order of this run's first prompt (PROMPT_START; 0 for a random:IN:OUT set,
+    which PROMPT_START draws anew)."""
 
 
 def workload_of(config: RunConfig) -> Workload:
@@ -45,7 +51,7 @@ def workload_of(config: RunConfig) -> Workload:
         workload = _replay(config.trace, config.trace_limit, config.seed)
     else:
         workload = _build(config.prompts, config.seed, config.prefix_tokens, config.prefix_groups,
-                          parse_turns(config.turns)[1] > 1)
+                          parse_turns(config.turns)[1] > 1, config.prompt_start)
     if not config.tools:
         return workload
     tools = load_tools(config.tools)
@@ -57,12 +63,14 @@ def workload_of(config: RunConfig) -> Workload:
 @lru_cache(maxsize=2)
 def _replay(path: str, limit: int, seed: int) -> Workload:
     trace = read_trace(Path(path), limit)
-    return Workload(trace_prompts(trace, seed), {}, trace)
+    prompts = trace_prompts(trace, seed)
+    return Workload(prompts, {}, trace, shared_tokens=shared_tokens(prompts))
 
 
 @lru_cache(maxsize=4)
-def _build(spec: str, seed: int, prefix_tokens: int, prefix_groups: int, conversations: bool) -> Workload:
-    prompts = load_prompt_set(spec, seed)
+def _build(spec: str, seed: int, prefix_tokens: int, prefix_groups: int, conversations: bool, start: int) -> Workload:
+    prompts, first_fresh = fresh_prompt_set(spec, seed, start)
     if prefix_tokens:
         prompts = with_shared_prefixes(prompts, prefix_tokens, prefix_groups, seed)
-    return Workload(prompts, followup_set(seed) if conversations else {})
+    return Workload(prompts, followup_set(seed) if conversations else {}, shared_tokens=shared_tokens(prompts),
+                    first_fresh=first_fresh)

@@ -21,7 +21,7 @@ import orjson
 
 from llmload.errors import PromptSetError
 
-__all__ = ["Prompt", "load_prompt_set", "BUILTIN", "GENERATED", "prompt_overrides"]
+__all__ = ["Prompt", "load_prompt_set", "fresh_prompt_set", "BUILTIN", "GENERATED", "prompt_overrides"]
 
 BUILTIN = "builtin"
 GENERATED = ("2k", "4k", "8k")
@@ -100,6 +100,15 @@ def load_prompt_set(spec: str, seed: int = 0) -> tuple[Prompt, ...]:
         hint = "run `make prompts` first" if spec in GENERATED else f"use 2k, 4k, 8k, {BUILTIN}, sharegpt:PATH, random:IN:OUT or a prompts JSONL path"
         raise PromptSetError(f"PROMPTS={spec}: {path} does not exist; {hint}")
     return _parse_lines(path.read_bytes().splitlines(), str(path))
+
+
+def fresh_prompt_set(spec: str, seed: int, start: int) -> tuple[tuple[Prompt, ...], int]:
+    """The set a run draws its fresh prompts from at PROMPT_START ``start``, and the position in it its first is at:
+    a random:IN:OUT set is drawn anew for each start (its seed made from both; position 0), any other set is the same
+    set from position ``start``."""
+    if spec.startswith("random:"):
+        return load_prompt_set(spec, seed * 1_000_003 + start if start else seed), 0
+    return load_prompt_set(spec, seed), start
 
 
 def prompt_overrides(prompts: Sequence[Prompt]) -> dict[str, str]:

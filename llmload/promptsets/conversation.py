@@ -43,16 +43,29 @@ class Conversation:
     """The most requests a turn makes (TOOL_ROUNDS): one more after each answer that is a function call."""
     round: int = 1
     """The next request's round within its turn, from 1."""
+    shared_tokens: int = 0
+    """Tokens of its first request the workload declares shareable in the server's prefix cache (sharing.py)."""
+    history_tokens: int = 0
+    """Tokens of the last request and its answer (a later turn or round sends them again: declared shareable)."""
+    reused: bool = False
+    """Its prompt was sent before in this run (CACHE=cold: it leads with a nonce, so only its frame is shared)."""
 
     @classmethod
     def start(cls, id: str, prompt: Prompt, followups: Sequence[FollowUp] = (), nonce: str | None = None,
-              rounds: int = 1) -> Conversation:
-        """A conversation on ``prompt``; ``nonce`` (NONCE=on) leads its first message of its own, after a shared prefix,
-        and stays in the history, so later turns still find their own earlier ones in vLLM's prefix cache."""
+              rounds: int = 1, shared_tokens: int = 0, reused: bool = False) -> Conversation:
+        """A conversation on ``prompt``; ``nonce`` (NONCE=on, or a prompt sent again under CACHE=cold) leads its first
+        message of its own, after a shared prefix, and stays in the history, so later turns still find their own
+        earlier ones in vLLM's prefix cache."""
         messages = list(prompt.messages)
         if nonce is not None:
             messages = with_nonce(messages, nonce, 1 if PREFIX_GROUP in prompt.meta else 0)
-        return cls(id, prompt, messages, list(followups), rounds=rounds)
+        return cls(id, prompt, messages, list(followups), rounds=rounds, shared_tokens=shared_tokens, reused=reused)
+
+    @property
+    def declared_cached_tokens(self) -> int:
+        """What the next request may find in the server's prefix cache by the workload's own sharing: its first, the
+        set's declared share; a later turn or round, everything the request before it sent and got."""
+        return self.history_tokens if self.sent or self.round > 1 else self.shared_tokens
 
     @property
     def turn(self) -> int:

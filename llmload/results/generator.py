@@ -25,7 +25,7 @@ from typing import Any
 from llmload.results.histogram import LogHistogram
 
 __all__ = ["CPU_LIMIT", "LAG_LIMIT_MS", "ProcessLoad", "ProcessCheck", "GeneratorCheck", "check", "limit_warning",
-           "MASTER"]
+           "exonerated", "MASTER", "SERVER_FAILED"]
 
 CPU_LIMIT = 0.85
 """A process busier than this share of one core was queueing its own work."""
@@ -35,6 +35,8 @@ WORKER_CPU_TARGET = 0.5
 """The share of a core each process should stay under, with room for the bursts of a step's events."""
 IDLE_CORES_MIN = 0.5
 """Below this many idle cores (on average over the run) the machine counts as busy."""
+SERVER_FAILED = "server_failed"
+"""The cause of a run the server failed: the generator is not judged (exonerated)."""
 MASTER = "master"
 """The name of the process that collects the workers' records (it neither sends nor reads requests)."""
 
@@ -128,7 +130,8 @@ class GeneratorCheck:
     generator_limited: bool
     processes: list[ProcessCheck]
     cause: str | None = None
-    """cpu_bound, own_stalls or busy_machine (see llmload/results/generator.py); None when it kept up."""
+    """cpu_bound, own_stalls or busy_machine (see llmload/results/generator.py); server_failed when the server failed
+    the run (not judged); None when it kept up."""
     advice: str | None = None
     """The setting that helps, as one sentence; None when the generator kept up."""
 
@@ -215,6 +218,14 @@ def _more_processes(why: str, now: int, wanted: int, cores: int | None, idle: fl
             return (f"{why}; this machine has room for about {fits} processes ({idle:.1f} of {cores} cores idle): "
                     f"WORKERS={fits} here, and more machines with EXPECT_WORKERS for the rest")
     return f"{why}: spread the users over more processes with WORKERS={wanted}"
+
+
+def exonerated(generator: GeneratorCheck, failed: int, requests: int) -> GeneratorCheck:
+    """The check of a run the server failed (``failed`` of ``requests``): not judged. Requests that fail at once, or
+    back off, leave a generator's figures meaningless, and the cause is the server's."""
+    return GeneratorCheck(False, generator.processes, SERVER_FAILED,
+                          f"not judged: the server refused or broke {failed} of {requests} requests, so its errors, not "
+                          "the load generator, decided this run (its messages are above)")
 
 
 def limit_warning(generator: GeneratorCheck) -> str | None:

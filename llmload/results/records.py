@@ -16,6 +16,8 @@ older line lacks taking its default, and names a newer one in one line):
     4  2026-12-04: task_id and round (TOOL_ROUNDS above 1: each round of a task, its function calls handed back);
        error tool_call_invalid.
     5  2026-12-04: answer_json, answer_valid and answer_invalid (RESPONSE_FORMAT: the answer judged after its request).
+    6  2026-12-06: declared_cached_tokens (what the workload declares shareable in the server's prefix cache) and
+       prompt_reused (the prompt was sent before in the run).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -33,7 +35,7 @@ from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["RECORD_SCHEMA_VERSION", "RequestRecord", "tpot_s", "record_rows", "read_records", "run_span_s"]
 
-RECORD_SCHEMA_VERSION = 5
+RECORD_SCHEMA_VERSION = 6
 
 
 def tpot_s(e2e_s: float, ttft_s: float | None, output_tokens: int | None, token_events: int) -> float | None:
@@ -77,6 +79,11 @@ class RequestRecord:
     cached_tokens: int | None = None
     """Prompt tokens the server found in its prefix cache (usage.prompt_tokens_details.cached_tokens; vLLM sends it
     with --enable-prompt-tokens-details); None when it does not say."""
+    declared_cached_tokens: int | None = None
+    """Prompt tokens the workload declares the server may find cached: the chat frame and the set's shared prefixes on
+    a first turn (promptsets/sharing.py), the history on a later turn or round; None in older files."""
+    prompt_reused: bool = False
+    """Its prompt was sent before in this run (CACHE=cold: with a nonce in front, sharing only its frame)."""
     token_source: str = "server"
     """Where completion_tokens came from: "server" (usage) or "stream" (counted events)."""
     reasoning_source: str = "server"

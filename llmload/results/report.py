@@ -75,6 +75,19 @@ def _latency(part: Measures, metric: Metric, one_event: bool) -> list[str]:
     ]
 
 
+def _server_failed(summary: Summary) -> list[str]:
+    """The requests the server refused or broke, said first, with its most frequent messages as it wrote them."""
+    failures = summary.server_failures
+    if failures is None:
+        return []
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(failures.by_category.items()))
+    head = "THE SERVER FAILED THIS RUN" if failures.server_failed_the_run else "The server failed some requests"
+    lines = [f"{head}: {failures.failed_by_server} of {failures.requests} requests refused or broken ({kinds}); its "
+             "messages, most frequent first:"]
+    lines += [f"  {m.count} x {m.category}: {m.message}" for m in failures.messages]
+    return lines
+
+
 def _status(summary: Summary) -> list[str]:
     """Lines saying the run did not reach its end: stopped by a signal, or rebuilt after it died."""
     lines = []
@@ -146,14 +159,31 @@ def _group_part(title: str, part: Measures, requests_ok: int, scale: TimeScale) 
     return rows + _slo_rows(part, scale)
 
 
+def _cache_rows(summary: Summary) -> list[str]:
+    """CACHE's intent and reset, the hit rates the workload declares, the server and the answers report, the prompts
+    sent again; a cold run's hit rate above the declared one is flagged first."""
+    cache = summary.cache
+    if cache is None:
+        rate = summary.server_prefix_cache_hit_rate
+        return [] if rate is None else [_rule("Prefix cache"), _row("Server's prefix-cache hit rate:", _share(rate))]
+    rows = [_rule("Prefix cache"), _row("CACHE (intent), reset:", f"{cache.intent}, {cache.reset}"),
+            _row("Hit rate declared by the workload:", _share(cache.declared_hit_rate)),
+            _row("Server's prefix-cache hit rate:", _share(cache.server_hit_rate)),
+            _row("Answers' cached prompt tokens:", _share(cache.client_hit_rate))]
+    if cache.prompts_reused:
+        again = "each with a nonce in front: the set ran out of fresh prompts" if cache.intent == "cold" else "on purpose"
+        rows.append(_row("Prompts sent again:", f"{cache.prompts_reused} ({again})"))
+    if cache.suspect:
+        rows.append(f"CACHE SUSPECT: {cache.reason}")
+    return rows
+
+
 def _turn_rows(summary: Summary) -> list[str]:
-    """With TURNS: a row per turn, its requests, mean prompt tokens (the history grows), TTFT and TTFVT; and the
-    server's prefix-cache hit rate, which decides the later turns' TTFT."""
-    if not summary.by_turn and summary.server_prefix_cache_hit_rate is None:
+    """With TURNS: a row per turn, its requests, mean prompt tokens (the history grows), TTFT and TTFVT (the prefix
+    cache, above, decides the later turns' TTFT)."""
+    if not summary.by_turn:
         return []
-    rate = summary.server_prefix_cache_hit_rate
-    rows = [_rule("Conversations, by turn" if summary.by_turn else "Prefix cache"),
-            _row("Server's prefix-cache hit rate:", None if rate is None else f"{rate:.1%}")]
+    rows = [_rule("Conversations, by turn")]
     if summary.by_turn:
         rows.append(f"{'Turn':<6}{'Requests':<10}{'Prompt tok':<12}{'TTFT p50/p90 ms':<20}TTFVT p50/p90 ms")
     for turn, part in summary.by_turn.items():
@@ -220,6 +250,7 @@ def format_result(summary: Summary) -> str:
     one_event = summary.delivery is not None and summary.delivery.every_answer_in_one_event
     lines = [
         _rule(" REHEARSAL: Serving Benchmark Result " if rehearsal else " Serving Benchmark Result ", "="),
+        *_server_failed(summary),
         *_status(summary),
         f"{'':<50}[95% interval]",
         _row("Target:", f"{config.get('host', '')} ({config.get('model', '')})"),
@@ -257,7 +288,7 @@ def format_result(summary: Summary) -> str:
     lines += _predicted_rows(summary) + _cost_rows(summary)
     for effort, part in summary.by_effort.items():
         lines += _group_part(f"Effort {effort}", part, summary.requests_ok, time_scale_of(config))
-    lines += _turn_rows(summary)
+    lines += _cache_rows(summary) + _turn_rows(summary)
     lines += _server_account(summary.server_vs_client)
     if summary.errors:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))
@@ -269,6 +300,8 @@ def format_result(summary: Summary) -> str:
     if warning:
         lines.append(warning)
     lines += [f"warning: {text}" for text in summary.warnings]
+    if summary.cache is not None and summary.cache.suspect:
+        lines.append(f"warning: CACHE SUSPECT: {summary.cache.reason}")
     return "\n".join(lines)
 
 

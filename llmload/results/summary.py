@@ -25,7 +25,9 @@ file lacks taking its default or None, and names a newer one in one line):
        Distribution per METRICS row); goodput_output_tok_s (output tokens/s of good requests); each SLO's
        requests_unmeasurable (a request with no value for a limited metric is never good and counts against the
        limit); predicted: scaled_by (was speedup), validated, validation and model_error (the profile's own error);
-       config.time_scale (the SPEEDUP the run took from its target); cost priced from the predicted rates.
+       config.time_scale (the SPEEDUP the run took from its target); cost priced from the predicted rates; cache
+       (CACHE's intent, the declared, server's and answers' hit rates, prompts reused, the flag); server_failures
+       (requests the server refused or broke, its messages); generator cause server_failed.
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -43,12 +45,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from llmload.errors import ResultsError
+from llmload.results.cache import CacheAccount, cache_account
 from llmload.results.cost import Cost, run_cost
 from llmload.results.intervals import batch_means_ci, batches_for, proportion_ci
 from llmload.results.delivery import TokenDelivery, token_delivery
 from llmload.results.distributions import Distribution, TokenStats, distribution, token_stats
 from llmload.results.predicted import Predicted, predict_played
-from llmload.results.generator import GeneratorCheck
+from llmload.results.failures import ServerFailures, server_failures
+from llmload.results.generator import GeneratorCheck, exonerated
 from llmload.results.metrics import MEASURED_RUN_METRICS, METRICS, run_metric_fields
 from llmload.results.reconcile import ServerVsClient, reconcile
 from llmload.results.provenance import served_by_of
@@ -162,6 +166,11 @@ class Summary(Measures):
     server_prefix_cache_hit_rate: float | None = None
     """The server's prefix-cache hits over its queries (both in tokens) between the scrapes around the run (vLLM's
     prefix_cache_hits and prefix_cache_queries counters; warm-ups included); None without them."""
+    server_failures: ServerFailures | None = None
+    """The measured requests the server refused or broke, and its most frequent messages (results/failures.py); None
+    when it failed none."""
+    cache: CacheAccount | None = None
+    """CACHE's intent, what the workload declares shareable, what the server found, and the flag (results/cache.py)."""
     slo_met: bool | None = None
     """Every SLO passed: for the whole run, or under a mix for every effort that sent requests; None without SLO."""
     arrivals: ArrivalStats | None = None
@@ -314,13 +323,17 @@ def summarize(records: Iterable[RequestRecord], config: dict[str, Any] | None = 
     judged = [m for m in by_effort.values() if m.requests_ok + m.requests_failed] or [whole]
     slo_met = all(result.passed for m in judged for result in m.slo) if slos else None
     delivery = token_delivery(measured)
+    failures = server_failures(measured)
+    if failures is not None and failures.server_failed_the_run and generator is not None:
+        generator = exonerated(generator, failures.failed_by_server, failures.requests)
     config = dict(config or {})
     served_by = served_by_of(config)
     predicted = predict_played(whole, served_by)
     cost = run_cost(config, predicted or whole, predicted.label if predicted else "measured")
+    hit_rate = prefix_cache_hit_rate(server_window[0], server_window[-1]) if len(server_window) >= 2 else None
     return Summary(**{f.name: getattr(whole, f.name) for f in fields(Measures)}, by_effort=by_effort, by_turn=by_turn, predicted=predicted,
-                   cost=cost, server_prefix_cache_hit_rate=prefix_cache_hit_rate(server_window[0], server_window[-1])
-                   if len(server_window) >= 2 else None,
+                   cost=cost, server_prefix_cache_hit_rate=hit_rate, cache=cache_account(every, config, hit_rate),
+                   server_failures=failures,
                    slo_met=slo_met, arrivals=arrival_stats(measured), config=config, generator=generator,
                    # Warm-up requests included: the server served them inside the window too.
                    server_vs_client=(reconcile(server_window[0], server_window[-1], every, generator)

@@ -93,6 +93,10 @@ class Engine:
     def num_preemptions_total(self) -> int:
         return self.timing.preemptions
 
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's reset: every cached block nobody holds forgotten; False (nothing done) while requests run."""
+        return self.timing.prefix_cache.reset()
+
     @property
     def prefix_cache_queries_total(self) -> int:
         """Prompt tokens looked up in the prefix cache (vLLM's counter)."""

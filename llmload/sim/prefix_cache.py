@@ -100,3 +100,11 @@ class PrefixCache:
         free = self._free
         while len(free) > keep:
             free.popitem(last=False)
+
+    def reset(self) -> bool:
+        """Forget every cached block nobody holds, as vLLM's reset_prefix_cache: refused (False, nothing forgotten)
+        while running requests hold blocks."""
+        if self._held:
+            return False
+        self._free.clear()
+        return True

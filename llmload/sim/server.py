@@ -91,6 +91,7 @@ class SimApp:
             IDENTITY_PATH: ("GET", self._identity),
             "/v1/models": ("GET", self._models),
             "/metrics": ("GET", self._metrics),
+            "/reset_prefix_cache": ("POST", self._reset_prefix_cache),
             "/tokenize": ("POST", self._tokenize),
             "/v1/chat/completions": ("POST", self._chat),
             "/v1/responses": ("POST", self._responses),
@@ -145,6 +146,14 @@ class SimApp:
         """GET /metrics: Prometheus text."""
         conn.send(200, metrics_text(self.engine, self.model, self.http_requests).encode(),
                   "text/plain; version=0.0.4; charset=utf-8")
+
+    def _reset_prefix_cache(self, conn: HttpConnection, req: Request) -> None:
+        """POST /reset_prefix_cache, as vLLM serves it in dev mode (VLLM_SERVER_DEV_MODE=1): 200, or 409 while
+        running requests hold cached blocks (vllm/entrypoints/serve/cache/api_router.py)."""
+        if self.engine.reset_prefix_cache():
+            conn.send(200, b"")
+        else:
+            conn.send(409, b'{"detail":"Prefix cache reset failed."}')
 
     # ---- body parsing ------------------------------------------------------------
     def _json_body(self, req: Request) -> dict[str, Any]:

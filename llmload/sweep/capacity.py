@@ -140,8 +140,12 @@ def run_capacity(words: dict[str, str], capacity: Any, out: Path, host: str, spe
                 took = f" in {time.monotonic() - started_s:.0f} s"
             else:
                 took = " (finished before, reused)"
-            steps.append(step_of(load, key, read_summary(cell_dir)))
+            summary = read_summary(cell_dir)
+            steps.append(step_of(load, key, summary))
             progress(_describe(steps[-1], searched, whole) + took)
+            if (cause := unmeasurable_cause(summary)) is not None:
+                stopped_because = cause
+                break
     best, interval = answer(steps, whole)
     name = "max_users" if whole else "max_rate"
     number = int if whole else float  # whole users read as 13, not 13.0
@@ -183,9 +187,25 @@ def _why_done(steps: list[Step], maximum: float, whole: bool) -> str:
     return "the largest passing and the smallest failing load are within CAPACITY_PRECISION"
 
 
+def unmeasurable_cause(summary: Summary) -> str | None:
+    """Why the search cannot go on when an SLO's metric has no value on any answer (TPOT or ITL from answers that came
+    in one event): no load can meet it; None when every SLO was measured."""
+    for result in summary.slo:
+        if result.value_ms is None and result.requests_unmeasurable:
+            metric = result.slo.split("_")[0]
+            one_event = summary.delivery is not None and summary.delivery.every_answer_in_one_event
+            why = ("every answer came in one event, and it is timed between token events" if one_event
+                   else "no answer gave a value of it")
+            return (f"SLO {result.slo} is not measurable on this server: none of the {summary.requests_ok} answers of the "
+                    f"first step had a {metric} ({why}); give an SLO the answers can show (e2e, ttft), or a server that "
+                    "streams token by token")
+    return None
+
+
 def _describe(step: Step, searched: str, whole: bool) -> str:
     verdict = ("PASS" if step.passed else "FAIL") + ("" if step.certain else "?")
-    values = "; ".join(f"{r.slo} {r.value_ms if r.value_ms is None else round(r.value_ms, 1)} ms" for r in step.slo)
+    values = "; ".join(f"{r.slo} {'not measurable' if r.value_ms is None else f'{round(r.value_ms, 1)} ms'}"
+                       for r in step.slo)
     early = f", stopped early: {step.stopped_early}" if step.stopped_early else ""
     return f"  {searched}={_format_load(step.load, whole)}: {verdict} ({step.requests_ok} ok; {values}){early}"
 

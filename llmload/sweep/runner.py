@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from llmload import options as opts
-from llmload.errors import ConfigError, Interrupted
+from llmload.errors import Interrupted
 from llmload.system.files import write_atomic
 from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
@@ -39,6 +39,7 @@ from llmload.results.storage import CELL_FILE, METRICS_FILE, SCENARIO_FILE, SUMM
 from llmload.results.sweepfiles import CELL_SCHEMA_VERSION, read_cell_marker
 from llmload.settings import parse_settings
 from llmload.sweep.repeats import format_spread, spread_rows
+from llmload.sweep.fresh import PROMPT_START, next_prompt_start
 from llmload.sweep.sampler import MetricsSampler
 from llmload.sweep.scenarios import Cell, Scenario, cell_options
 from llmload.timescale import TimeScale, resolve_time_scale
@@ -142,7 +143,11 @@ def run_cell(cell: Cell, cell_dir: Path, host: str, scale: TimeScale, metrics_in
     ``scale``: the time scale the target runs on (the cell's load takes it); ``exported``: METRICS_HOST and
     METRICS_PORT for the cell's load process (runner settings, not the cell's).
     """
-    settings = {**cell.settings, **(exported or {}), "HOST": host, "OUT": str(cell_dir), **scale.as_setting()}
+    # fresh prompts: past every run under the study's folder (OUT/cells/<key>: OUT)
+    exported = exported or {}
+    first = int(exported.get(PROMPT_START, 0))  # the study's own start (PROMPT_START given to it)
+    settings = {**cell.settings, **exported, "HOST": host, "OUT": str(cell_dir), **scale.as_setting(),
+                PROMPT_START: str(next_prompt_start(cell_dir.parent.parent, first))}
     cell_dir.mkdir(parents=True)
     sampler = MetricsSampler(host, cell_dir / METRICS_FILE, metrics_interval_s, api_key)
     sampler.start()

@@ -143,10 +143,11 @@ def test_a_freeze_line_that_is_no_freeze_line_is_named():
 
 
 @pytest.mark.pure
-def test_what_the_host_has_is_left_out_and_a_different_version_is_bundled():
+def test_what_the_host_has_is_left_out_and_a_different_version_or_an_extra_bare_name_is_bundled():
     resolved = {"torch": "2.11.0", "numpy": "2.4.6", "numba": "0.65.0", "xgrammar": "0.2.3", "triton": "3.6.0"}
     host = {"torch": "2.11.0", "numpy": "2.5.2", "numba": None, "triton": "3.6"}
     assert split_host(resolved, host) == (["numpy", "xgrammar"], ["numba", "torch", "triton"])
+    assert split_host(resolved, host, asked=["numba", "torch"]) == (["numba", "numpy", "xgrammar"], ["torch", "triton"])
 
 
 @pytest.mark.pure
@@ -298,19 +299,24 @@ def _this_platform() -> str:
     return f"manylinux_{glibc[0]}_{glibc[1]}_{os.uname().machine}"
 
 
-@pytest.fixture(scope="module")
-def small_bundle(tmp_path_factory) -> Path:
-    """The suite and EXTRA=python-slugify==8.0.4 for this machine; FREEZE lists all of the suite's needs here but
-    jinja2 and markupsafe, so little is downloaded: 5 wheels, under 1 MiB."""
-    folder = tmp_path_factory.mktemp("bundle")
+def _bundle(folder: Path, extra: str) -> subprocess.CompletedProcess:
+    """make bundle for this machine; FREEZE lists all of the suite's needs here but jinja2 and markupsafe, so little
+    is downloaded (under 1 MiB)."""
     host = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
                   if d.metadata["Name"].lower() not in ("llmload", "jinja2", "markupsafe", "python-slugify", "text-unidecode"))
     (folder / "freeze.txt").write_text("\n".join(host) + "\n")
     done = run_cli("bundle", f"PLATFORM={_this_platform()}", f"PYTHON={sys.version_info[0]}.{sys.version_info[1]}",
-                   "EXTRA=python-slugify==8.0.4", f"FREEZE={folder / 'freeze.txt'}", "PART_MB=1", f"OUT={folder / 'out'}",
-                   timeout_s=600)
+                   f"EXTRA={extra}", f"FREEZE={folder / 'freeze.txt'}", "PART_MB=1", f"OUT={folder / 'out'}", timeout_s=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Bundle for" in done.stdout and "install.py" in done.stdout
+    return done
+
+
+@pytest.fixture(scope="module")
+def small_bundle(tmp_path_factory) -> Path:
+    """The suite and EXTRA=python-slugify==8.0.4 for this machine: 5 wheels."""
+    folder = tmp_path_factory.mktemp("bundle")
+    _bundle(folder, "python-slugify==8.0.4")
     return folder / "out"
 
 
@@ -365,3 +371,20 @@ def test_a_damaged_part_is_named_before_anything_is_installed(small_bundle, tmp_
                           text=True, timeout=120)
     assert done.returncode == 1 and "part wheels.tar.part000 is missing or damaged" in done.stderr
     assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.integration
+def test_an_extra_pin_wins_over_a_requirement_and_the_check_says_so(tmp_path):
+    done = _bundle(tmp_path, "python-slugify==8.0.4 text-unidecode==1.2")  # python-slugify 8.0.4 requires >=1.3
+    assert "EXTRA wins over python-slugify 8.0.4's text-unidecode>=1.3" in done.stdout
+    manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    assert manifest["overrides"] == {"text-unidecode": ["python-slugify 8.0.4 requires text-unidecode>=1.3"]}
+    versions = {w["name"].lower(): w["version"] for w in manifest["wheels"]}
+    assert (versions["python-slugify"], versions["text-unidecode"]) == ("8.0.4", "1.2")
+    with tarfile.open(tmp_path / "out" / "wheels.tar.part000") as tar:  # the real wheel, not the stand-in
+        assert "wheels/python_slugify-8.0.4-py2.py3-none-any.whl" in tar.getnames()
+    installed = subprocess.run([sys.executable, str(tmp_path / "out" / "install.py"), str(tmp_path / "site")],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert ("overridden: python-slugify 8.0.4 requires text-unidecode>=1.3; text-unidecode 1.2 is installed (bundle) "
+            "(an EXTRA pin won)") in installed.stdout.splitlines()

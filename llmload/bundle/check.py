@@ -19,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable, Mapping, Sequence
 
 try:
@@ -150,11 +151,11 @@ def _installed(paths: Sequence[str], where: str) -> dict[str, Dist]:
     return found
 
 
-def top_level_modules(target: Path, name: str) -> list[str]:
-    """The importable top-level names a distribution installed in ``target`` (top_level.txt, else its RECORD)."""
+def top_level_modules(paths: Sequence[str], name: str) -> list[str]:
+    """The importable top-level names of the first distribution ``name`` on ``paths`` (top_level.txt, else its RECORD)."""
     from importlib import metadata
 
-    for d in metadata.distributions(path=[str(target)]):
+    for d in metadata.distributions(path=list(paths)):
         if canonicalize_name(d.metadata["Name"] or "") != canonicalize_name(name):
             continue
         listed = (d.read_text("top_level.txt") or "").split()
@@ -178,13 +179,20 @@ def _import(module: str) -> str | None:
     return None
 
 
+class _Unset(SimpleNamespace):
+    """The few fields of vLLM's ModelConfig that rendering reads; any other reads as None (vLLM's own default)."""
+
+    def __getattr__(self, name: str) -> None:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
 def _render(model: Path) -> str:
     """One chat template of the model folder rendered offline as vLLM renders a chat request; the prompt's length."""
     messages = [{"role": "user", "content": "Say hello."}]
     config = json.loads((model / "config.json").read_text()) if (model / "config.json").is_file() else {}
     try:
-        from types import SimpleNamespace
-
         from vllm.renderers.hf import safe_apply_chat_template
         from vllm.tokenizers import get_tokenizer
     except ModuleNotFoundError as e:
@@ -194,7 +202,8 @@ def _render(model: Path) -> str:
 
         text = AutoTokenizer.from_pretrained(str(model)).apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     else:
-        model_config = SimpleNamespace(trust_remote_code=False, hf_config=SimpleNamespace(model_type=config.get("model_type")))
+        model_config = _Unset(model=str(model), tokenizer=str(model), trust_remote_code=False,
+                              hf_config=_Unset(model_type=config.get("model_type")))
         text = safe_apply_chat_template(model_config, get_tokenizer(str(model)), messages, tokenize=False,  # type: ignore[arg-type]
                                         add_generation_prompt=True)
     if config.get("model_type") == "gpt_oss":  # gpt-oss chat goes through harmony, whose encoding must be on disk
@@ -221,7 +230,8 @@ def run_check(target: Path, manifest: Mapping[str, object], model: Path | None) 
     """The gaps that stop the bundle (empty: it may start) and the overridden requirements, one line each."""
     target = target.resolve()
     bundle = _installed([str(target)], "bundle")
-    host = _installed([p for p in sys.path if p and Path(p).resolve() != target], "host")
+    host_paths = [p for p in sys.path if p and Path(p).resolve() != target]
+    host = _installed(host_paths, "host")
     index = {**host, **bundle}
     found = walk(index, start=bundle.values(), overrides=[str(n) for n in manifest.get("overrides", {})])  # type: ignore[union-attr]
     gaps = found.gaps + _shadowed(bundle, host, index)
@@ -230,16 +240,19 @@ def run_check(target: Path, manifest: Mapping[str, object], model: Path | None) 
     print(f"check: requirements of the {len(bundle)} distributions in {target}, against them and the host's "
           f"{len(host)}: {len(failures) or 'none'} unmet, {len(notes)} overridden")
     imports = [canonicalize_name(str(n)) for n in manifest.get("imports", [])]  # type: ignore[union-attr]
-    modules = [m for n in imports for m in top_level_modules(target, n)]
+    modules = [m for n in imports for m in top_level_modules([str(target)], n) or top_level_modules(host_paths, n)]
     deep = [m for n in imports for m in DEEP_IMPORTS.get(n, ())]
+    imported = []
     for module in modules + deep:
         reason = _import(module)
         if reason and module in deep and reason.startswith("ModuleNotFoundError") and f"'{module}'" in reason:
             print(f"check: import {module}: no such module in this version (skipped)")
         elif reason:
             failures.append(f"import {module} failed: {reason}")
+        else:
+            imported.append(module)
     reached = [f"{m} ({d})" for m, d in REACHED.items() if m in sys.modules]
-    print(f"check: imported {', '.join(modules + deep) or 'nothing'}" + (f"; reached {', '.join(reached)}" if reached else ""))
+    print(f"check: imported {', '.join(imported) or 'nothing'}" + (f"; reached {', '.join(reached)}" if reached else ""))
     if "vllm" in imports and model is None:
         print("check: chat template: skipped, no model folder given (--model FOLDER renders one offline)")
     elif "vllm" in imports and model is not None:

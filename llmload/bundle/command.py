@@ -61,35 +61,42 @@ def plan_bundle(pip: Sequence[str], platform: Platform, suite_wheel: Path, extra
     overrides = set(extra_names(extra))
     constraints = [f"{n}=={v}" for n, v in sorted(host.items()) if v and n not in overrides]
     suite_root = "{}=={}".format(*suite_wheel.name.split("-")[:2])
-    suite_key, suite_version = canonicalize_name(suite_wheel.name.split("-")[0]), suite_wheel.name.split("-")[1]
-    stubs: dict[tuple[str, str], Resolved] = {}
-    """The packages that lost a conflict to EXTRA, by name and version (pip may try several versions of one)."""
-    stub_files: dict[tuple[str, str], Path] = {}
+    suite_key = canonicalize_name(suite_wheel.name.split("-")[0])
+    stubs: dict[str, Resolved] = {}
+    """The packages that lost a conflict to EXTRA: the version pip chose, held there by an === constraint (else pip
+    backtracks to the real wheel, or to older versions that lose the same way)."""
+    stub_files: dict[str, Path] = {}
     won: set[str] = set()
     added: list[str] = []
     for _ in range(_ROUNDS):
-        roots = [str(stub_files.get((suite_key, suite_version), suite_wheel)), *extra, *added]
+        held = [f"{r.name}==={_version(r)}+{OVERRIDE_LABEL}" for r in stubs.values()]
+        suite_stub = stub_files.get(suite_key, suite_wheel)
         try:
-            resolved = resolve(pip, platform, roots, constraints, work / "resolve", work / "stubs" if stubs else None)
+            resolved = resolve(pip, platform, [str(suite_stub), *extra, *added], [*constraints, *held], work / "resolve",
+                               work / "stubs" if stubs else None)
         except ResolveFailed as failed:
             if failed.no_wheel:
                 raise ConfigError(failed.no_wheel.line(platform)) from None
             if not failed.conflicts:
                 raise ConfigError(f"pip could not resolve the bundle for PLATFORM={platform.tag} PYTHON={platform.python}: "
                                   f"{failed.message}") from None
-            losers = _win(failed.conflicts, overrides, won, extra)
-            fresh = [w for w in losers if (canonicalize_name(w.split()[0].split("[")[0]), w.split()[1]) not in stubs]
-            if not fresh:
-                raise ConfigError(failed.conflicts[0].line(extra)) from None
-            for who in fresh:
-                name, version = who.split()[0].split("[")[0], who.split()[1]
-                print(f"bundle: EXTRA wins over {who}'s requirements on {', '.join(sorted(won))}", flush=True)
+            before = set(won)
+            changed = False
+            for who in _win(failed.conflicts, overrides, won, extra):
+                name, version = who.split()[0].split("[")[0], who.split()[1].split("+")[0]
                 key = canonicalize_name(name)
-                stubs[key, version] = metadata(pip, platform, str(suite_wheel) if key == suite_key else f"{name}=={version}",
-                                               work / "metadata")
+                if key not in stubs or _version(stubs[key]) != version:
+                    stubs[key] = metadata(pip, platform, str(suite_wheel) if key == suite_key else f"{name}=={version}",
+                                          work / "metadata")
+                    changed = True
+                lost = [d.requirement for c in failed.conflicts for d in c.demands if d.who == who]
+                print(f"bundle: EXTRA wins over {name} {version}'s {', '.join(lost)}", flush=True)
+            if not changed and won == before:
+                raise ConfigError(failed.conflicts[0].line(extra)) from None
+            shutil.rmtree(work / "stubs", ignore_errors=True)
             stub_files = {key: write_stub(original, won, work / "stubs") for key, original in stubs.items()}
             continue
-        index = {k: Dist(r.name, _version(r), stubs.get((k, _version(r)), r).requires) for k, r in resolved.items()}
+        index = {k: Dist(r.name, _version(r), (stubs[k] if k in stubs else r).requires) for k, r in resolved.items()}
         env = platform.markers
         whole = walk(index, roots=[suite_root, *extra, *added], env=env, overrides=overrides)
         missing = [g.requirement for g in whole.unmet if g.requirement not in added]
@@ -135,7 +142,7 @@ def run_bundle(options: argparse.Namespace) -> int:
               flush=True)
         plan = plan_bundle(pip, platform, suite_wheel, extra, host, work)
         versions = {k: _version(r) for k, r in plan.resolved.items()}
-        bundled, left_out = split_host(versions, host)
+        bundled, left_out = split_host(versions, host, extra_names(extra))
         suite_key = canonicalize_name(suite_wheel.name.split("-")[0])
         specs = [f"{plan.resolved[k].name}=={versions[k]}" for k in bundled if k != suite_key]
         print(f"bundle: downloading {len(specs)} wheels ({len(left_out)} left out: the host has them)", flush=True)

@@ -166,20 +166,23 @@ def read_freeze(path: str) -> dict[str, str | None]:
     return parse_freeze(file.read_text(encoding="utf-8", errors="replace"), f"FREEZE={path}")
 
 
-def split_host(resolved: Mapping[str, str], host: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
+def split_host(resolved: Mapping[str, str], host: Mapping[str, str | None],
+               asked: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """(bundled, left out) canonical names: the host's own version, or any version of a bare name, is left out.
 
-    A version the host has but that differs (an EXTRA pin over FREEZE's) is bundled, in front of the host's.
+    A version the host has but that differs (an EXTRA pin over FREEZE's) is bundled, in front of the host's; so is a
+    bare name that EXTRA asks for (``asked``), whose version on the host is not known to meet EXTRA's spec.
     """
     bundled, left_out = [], []
     for name in sorted(resolved):
-        (left_out if name in host and _same(host[name], resolved[name]) else bundled).append(name)
+        kept = name in host and _same(host[name], resolved[name], name in asked)
+        (left_out if kept else bundled).append(name)
     return bundled, left_out
 
 
-def _same(have: str | None, resolved: str) -> bool:
+def _same(have: str | None, resolved: str, asked: bool) -> bool:
     if have is None:
-        return True
+        return not asked
     try:
         return Version(have) == Version(resolved)
     except InvalidVersion:

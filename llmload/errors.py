@@ -9,6 +9,7 @@
     │   └── ResultsError       a folder is not results, or its files are malformed
     ├── PromptSetError         a prompt set cannot be read
     └── ServerError            the target does not answer, or does not serve what was asked
+        └── ServerFailed       a server the suite started (make tune) failed to start, died, or kept its port
     RequestFailed              one request failed; ``category`` is its record's error category
     ProtocolError              bytes from the server are not valid HTTP chunking or SSE
     ControlCallFailed          a control call (probe, /metrics, /tokenize, health) got no good answer
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "LoadTestError", "ConfigError", "ScenarioError", "TemplateError", "TokenizerDataError", "ProfileError",
-    "ResultsError", "PromptSetError", "ServerError", "RequestFailed", "ProtocolError", "ControlCallFailed",
+    "ResultsError", "PromptSetError", "ServerError", "ServerFailed", "RequestFailed", "ProtocolError", "ControlCallFailed",
     "Interrupted",
 ]
 
@@ -62,6 +63,17 @@ class PromptSetError(LoadTestError):
 
 class ServerError(LoadTestError):
     """The target server does not answer or does not serve what was asked."""
+
+
+class ServerFailed(ServerError):
+    """A server the suite started failed to start (``phase`` "start"), died while in use ("run"), or left its port
+    taken after it stopped ("stop"); ``log_tail`` holds the last lines of its log, ``exit_code`` its exit code."""
+
+    def __init__(self, message: str, phase: str, log_tail: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.log_tail = log_tail
+        self.exit_code = exit_code
 
 
 class RequestFailed(Exception):

@@ -16,7 +16,7 @@ LAYERS = (
     ("llmload.sim", "llmload.vllm_cpu", "llmload.calibrate", "llmload.bundle"),
     ("llmload.client",),
     ("llmload.loadtest",),
-    ("llmload.sweep", "llmload.crosscheck"),
+    ("llmload.sweep", "llmload.crosscheck", "llmload.tune"),
     ("llmload.cli", "llmload.__main__", "plots"),
 )
 

@@ -94,7 +94,22 @@ def stamp_of(cells: Sequence[MeasuredCell], scaled: bool = True) -> str:
     figure shows a sped-up rehearsal's times and rates as predicted for the GPU it played (MeasuredCell.metric)."""
     rehearsals = [c for c in cells if is_rehearsal(c.served_by)]
     played = sorted({f"{c.gpu} ({c.time_scale.conversion_text()})" for c in rehearsals if scaled and c.time_scale.sped_up})
-    return rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals}, played)
+    stamp = rehearsal_stamp({rehearsal_label(c.served_by) for c in rehearsals}, played)
+    errors = sorted({text for c in rehearsals if (text := model_error_text(c.summary.predicted))})
+    return stamp + ("; " + "; ".join(errors) if errors else "")
+
+
+def model_error_text(predicted: Any) -> str:
+    """A validated prediction's own error beside the sampling intervals drawn (``model error: req/s ±58%, TTFT ±27%
+    (worst held out)``); empty for an unvalidated one (its label says UNVALIDATED) or none."""
+    if predicted is None or not predicted.validated:
+        return ""
+    shown = [(label, predicted.model_error.get(name)) for label, name in _ERROR_SHOWN]
+    parts = [f"{label} ±{error:.0%}" for label, error in shown if error is not None]
+    return f"model error of {predicted.gpu}'s profile: {', '.join(parts)} (worst held out)" if parts else ""
+
+
+_ERROR_SHOWN = (("req/s", "rps"), ("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("E2E", "response_time_ms"))
 
 
 def rehearsal_stamp(labels: Iterable[str], played: Iterable[str] = ()) -> str:

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from factories import make_record
 from llmload.loadtest.conversations import ConversationDraw
-from llmload.loadtest.distributed import Plan
+from llmload.loadtest.plan import Plan
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.turns import TurnPlan
 from llmload.loadtest.workload import Workload

@@ -33,8 +33,11 @@ def test_rows_in_milliseconds_and_failures_left_out():
 def test_a_rehearsal_adds_rows_predicted_for_the_gpu_it_plays():
     live = LiveStats()
     live.played = ("predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)", TimeScale(20.0))
+    live.validation = {"status": "validated", "errors": {"ttft_median_ms": {"worst_abs": 0.27}, "rps": {"worst_abs": 0.58}}}
     live.add(_record(0.010, [0.001, 0.001], 3))
     rows = {row["metric"]: row for row in live.rows()}
-    predicted = "TTFT (ms) predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back)"
+    predicted = "TTFT (ms) predicted for h200 (profile h200-gpt-oss-20b-bf16, measured; SPEEDUP 20x scaled back) [model ±27%]"
     assert rows[predicted]["mean"] == pytest.approx(20 * rows["TTFT (ms)"]["mean"], rel=0.01)  # the raw row stays
-    assert any(name.startswith("output tokens/s predicted for h200") for name in rows)
+    assert any(name.startswith("output tokens/s predicted for h200") and name.endswith("[model ±58%]") for name in rows)
+    live.validation = {"status": "unvalidated"}
+    assert any(row["metric"].endswith("[UNVALIDATED model]") for row in live.rows())

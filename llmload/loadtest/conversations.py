@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from llmload.loadtest.distributed import Plan
+from llmload.loadtest.plan import Plan
 from llmload.loadtest.efforts import EffortDraw
 from llmload.loadtest.turns import TurnPlan
 from llmload.loadtest.workload import Workload

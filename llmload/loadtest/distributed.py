@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import gevent
@@ -28,6 +27,8 @@ import orjson
 from gevent.event import Event
 from locust.env import Environment
 from locust.rpc import Message
+
+from llmload.loadtest.plan import Plan, share
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.results.generator import ProcessLoad
@@ -46,25 +47,10 @@ GO_LEAD_S = 0.1
 """The measured schedule starts this long after the master says go: time for the message to reach every worker."""
 
 
-@dataclass(frozen=True)
-class Plan:
-    """Where this process stands: worker ``position`` of ``workers`` (0 of 1 without workers)."""
-
-    position: int = 0
-    workers: int = 1
-    start_unix_s: float | None = None
-    """When RATE's schedule starts on every worker (wall clock); None in one process: when its dispatcher starts."""
-
-
 def plan_of(environment: Environment) -> Plan:
     """This process's plan: from the master's message on a worker, else the single-process one."""
     data = getattr(environment, "llmload_plan", None)
     return Plan(data["position"], data["workers"], data.get("start_unix_s")) if data else Plan()
-
-
-def share(total: int, plan: Plan) -> int:
-    """This worker's part of ``total`` requests (the first ``total % workers`` take one more)."""
-    return total // plan.workers + (1 if plan.position < total % plan.workers else 0)
 
 
 class WorkerForwarder:

@@ -23,6 +23,7 @@ from llmload.errors import ControlCallFailed
 from llmload.loadtest.preflight import simulator_identity
 from llmload.results.histogram import LogHistogram
 from llmload.results.metrics import METRICS
+from llmload.results.predicted import model_error_of
 from llmload.results.provenance import rehearsal_text
 from llmload.results.records import RequestRecord
 from llmload.timescale import TimeScale, time_scale_of
@@ -109,6 +110,8 @@ class LiveStats:
         self.played: tuple[str, TimeScale] | None = None
         """A rehearsal: (``predicted for <gpu> (...)``, its time scale): its rows again and its charts, as the GPU it
         plays would show them."""
+        self.validation: dict[str, Any] = {}
+        """A rehearsal's profile validation (its held-out errors, or unvalidated): each predicted row says its error."""
         self.clear()
 
     def clear(self) -> None:
@@ -167,6 +170,14 @@ class LiveStats:
             for m, values in zip(_GAPS, gaps):
                 window.histograms[m.name].add(values[i])
 
+    def _error(self, validated_by: str) -> str:
+        """`` [model ±22%]`` (the profile's worst held-out error), `` [UNVALIDATED model]``, or nothing."""
+        status = self.validation.get("status")
+        if status == "validated":
+            error = model_error_of(self.validation, validated_by)
+            return "" if error is None else f" [model ±{error:.0%}]"
+        return "" if status == "fixed" else " [UNVALIDATED model]"
+
     def series(self) -> dict[str, Any]:
         """The charts' data: one point per finished WINDOW_S (ms latencies at p50 and p90, output tokens/s); a
         rehearsal's as the GPU it plays would show them (its time scale's), and ``figures`` says which."""
@@ -195,9 +206,10 @@ class LiveStats:
         rows.append(_row("output tokens/s (mean so far)", self.output_tokens.count, output / elapsed_s))
         if self.played is not None:
             label, scale = self.played
-            for m in _TABLE:  # every time as the played GPU's
-                rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit}) {label}", m.scale * scale.factor(m.kind)))
-            rows.append(_row(f"output tokens/s {label}", self.output_tokens.count,
+            for m in _TABLE:  # every time as the played GPU's, with the model's own error
+                rows.append(self.metrics[m.name].row(f"{m.label} ({m.unit}) {label}{self._error(m.validated_by)}",
+                                                     m.scale * scale.factor(m.kind)))
+            rows.append(_row(f"output tokens/s {label}{self._error('rps')}", self.output_tokens.count,
                              scale.played(output / elapsed_s, "rate")))
         rows.append(_row("answered share (%)", self.ok, 100.0 * self.answered / self.ok if self.ok else None))
         rows.append(_row("reasoning share of output (%)", self.reasoning_tokens.count,

@@ -11,7 +11,7 @@ from typing import Iterator
 from gevent.event import Event
 
 from llmload.loadtest.arrivals import Arrivals, Replay
-from llmload.loadtest.distributed import Plan
+from llmload.loadtest.plan import Plan
 
 __all__ = ["Schedule"]
 

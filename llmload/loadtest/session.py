@@ -256,6 +256,7 @@ class RunOwner(RunSession):
             served = self.config["served_by"]
             if served.get("rehearsal"):
                 self.live.played = (predicted_label(served), self.scale)
+                self.live.validation = served.get("validation") or {}
         self.collector: MasterCollector | None = None
         if isinstance(runner, MasterRunner):
             self.collector = MasterCollector(runner, self.add, config.warmup_requests, self.schedule.requests, end_test,

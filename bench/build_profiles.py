@@ -4,7 +4,9 @@
 
 1. h200-gpt-oss-20b-bf16 and a100-gpt-oss-120b: `python -m llmload calibrate` on the measurements (measurements/),
    each refitting its own file (a missing one is first written from the hardware prior: the fit starts from the
-   prior either way, so rebuilding gives the same file).
+   prior either way, so rebuilding gives the same file). Every cell's prefix-cache hit rate comes with it: the
+   H200 suite runs' server counters, vllm-bench/cache.json beside the bench files, the A100 table's hit_rate (assumed:
+   the chat frame only); a refused cell stops the build, since a shipped profile is fitted to every cell it cites.
 2. The MXFP4 profiles GPU labels play, extrapolated from those two (llmload/calibrate/extrapolate.py): Hopper
    (h100, h200) takes compute and overhead terms from the H200 fit (same chip family and vLLM) and the memory-bound
    expert terms from the A100 fit (trained MXFP4 weights route as the model does; dummy weights do not); Ampere and
@@ -21,6 +23,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from llmload.calibrate.cells import read_cells  # noqa: E402
 from llmload.calibrate.extrapolate import extrapolate  # noqa: E402
 from llmload.calibrate.hardware import PRIOR_FRONTEND, default_limits, prior_step  # noqa: E402
 from llmload.cli import main as llmload_main  # noqa: E402
@@ -72,6 +75,10 @@ def main() -> int:
         argv = ["calibrate", f"PROFILE={name}", "RESULTS=" + " ".join(spec["results"]),
                 f"OUT={PROFILES_DIR.relative_to(ROOT)}/{name}.json"]
         print(f"$ python -m llmload {' '.join(argv)}", flush=True)
+        _, refused = read_cells(spec["results"])
+        if refused:
+            print("\n".join(f"refused: {r.cell}: {r.reason}" for r in refused), file=sys.stderr)
+            return 1
         if llmload_main(argv) != 0:
             return 1
     h200, a100 = load_profile("h200-gpt-oss-20b-bf16"), load_profile("a100-gpt-oss-120b")

@@ -16,7 +16,9 @@ before and after (server_window.jsonl); vLLM bench's second run lies between the
 the first of the suite's second run at 16 users, which is checked (its requests and tokens, exactly, in that gap).
 
 Errors are (predicted - measured) / measured of request throughput, TTFT and TPOT: the client's medians where the
-client saw them, the server's own means where the answers came in one burst (the H200 suite's folders).
+client saw them, the server's own means where the answers came in one burst (the H200 suite's folders). Each cell's
+requests prefill only what its prefix-cache hit rate leaves uncached (llmload/calibrate/hitrate.py): 64 of 1,091
+tokens cached on the H200, the chat frame, as its counters say; the A100 table's are assumed the same frame.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def _server_rows(model: Model, cell: Cell) -> list[str]:
     """The server's TTFT, queue and E2E beside the client's wait outside its clock, measured and as replayed."""
     rows = [f"| {run} | {a.mean_ttft_ms:.1f} | {a.mean_queue_ms:.1f} | {a.mean_e2e_ms:.1f} | {client_e2e_ms - a.mean_e2e_ms:.1f} |"
             for run, a, client_e2e_ms in _server_accounts()]
-    runs = replay_closed_loop(model.limits, model.step, model.frontend, cell.users, cell.prompt_tokens, cell.output_tokens)
+    runs = replay_closed_loop(model.limits, model.step, model.frontend, cell.users, cell.prompt_tokens, cell.output_tokens,
+                              cell.cached_tokens(model.limits.block_size))
     ttft, outside = (1e3 * sum(values) / len(runs) for values in
                      ([r.server_ttft_s for r in runs], [r.engine_arrival_s - r.sent_s for r in runs]))
     e2e = 1e3 * sum(r.last_delivered_s - r.engine_arrival_s for r in runs) / len(runs)
@@ -101,8 +104,9 @@ def main() -> int:
     started = time.monotonic()
     h200_paths = [H200 / "suite-c16-run1", H200 / "suite-c16-run2", H200 / "suite-u256", H200 / "vllm-bench" / "c1.json",
                   H200 / "vllm-bench" / "c16-run1.json", H200 / "vllm-bench" / "c16-run2.json"]
-    h200 = read_cells([str(p) for p in h200_paths])
-    a100 = read_cells([str(A100)])
+    (h200, h200_refused), (a100, a100_refused) = read_cells([str(p) for p in h200_paths]), read_cells([str(A100)])
+    if h200_refused or a100_refused:
+        raise SystemExit("cells refused: " + "; ".join(f"{r.cell}: {r.reason}" for r in h200_refused + a100_refused))
     h200_start, a100_start = _start("h200-gpt-oss-20b-bf16"), _start("a100-gpt-oss-120b")
 
     repeats = [c for c in h200 if c.name.endswith("run2")]

@@ -8,6 +8,9 @@ target's own output would only return the profile it played.
 A run whose answers came in one burst (vLLM's harmony parser holds back the whole answer of a model with dummy
 weights) has no client TTFT or TPOT worth the name: its cell uses the server's own TTFT and inter-token latency
 (server_window.jsonl, in summary.json's server_vs_client) and the client's E2E and throughput.
+
+Each cell carries its prefix-cache hit rate and where it came from (hitrate.py); a cell whose rate cannot be accounted
+for is refused with the reason, and the others are read on.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from llmload.errors import ConfigError
 from llmload.results.provenance import is_rehearsal, served_by_of
 from llmload.results.records import read_records
 from llmload.results.storage import SAMPLES_FILE, SUMMARY_FILE, older_summary_version, read_summary, recompute_summary
+
+from .hitrate import Refused, bench_hit_rate, cached_tokens, run_hit_rate, table_hit_rate
 
 __all__ = ["Cell", "METRICS", "read_cells", "burst_answers", "lengths"]
 
@@ -43,6 +48,10 @@ class Cell:
     """As the server counted them (chat template included), per request in send order."""
     output_tokens: tuple[int, ...]
     observed: dict[str, float]
+    hit_rate: float
+    """The share of its prompt tokens the server's prefix cache held (hits over queries, in tokens)."""
+    hit_rate_source: str
+    """Where ``hit_rate`` comes from: the server's counters, a declaration beside a bench file, a table."""
     engine: dict[str, int] = field(default_factory=dict)
     """Server limits that differ from the profile's (e.g. max_num_batched_tokens of a tuned run)."""
     fitted: bool = True
@@ -51,31 +60,37 @@ class Cell:
 
     @property
     def group(self) -> str:
-        """The operating point: runs of the same load and limits are held out together."""
-        return f"u{self.users}/in{np.mean(self.prompt_tokens):.0f}/out{np.mean(self.output_tokens):.0f}/{sorted(self.engine.items())}"
+        """The operating point: runs of the same load, share cached and limits are held out together."""
+        return (f"u{self.users}/in{np.mean(self.prompt_tokens):.0f}/out{np.mean(self.output_tokens):.0f}"
+                f"/hit{self.hit_rate:.2f}/{sorted(self.engine.items())}")
+
+    def cached_tokens(self, block_size: int) -> tuple[int, ...]:
+        """Each request's cached prompt tokens: ``hit_rate`` of its prompt, down to whole blocks of ``block_size``."""
+        return cached_tokens(self.hit_rate, self.prompt_tokens, block_size)
 
 
 def _bad(path: Path, why: str) -> ConfigError:
     return ConfigError(f"RESULTS: {path}: {why}")
 
 
-def read_cells(paths: list[str]) -> list[Cell]:
-    """Every cell in ``paths`` (folders or JSON files), in the order given; ConfigError (one line) on the first bad one."""
-    cells: list[Cell] = []
+def read_cells(paths: list[str]) -> tuple[list[Cell], list[Refused]]:
+    """Every cell in ``paths`` (folders or JSON files), in the order given, and the cells refused for want of a hit
+    rate; ConfigError (one line) on the first bad input, or when ``paths`` hold no cell at all."""
+    read: list[Cell | Refused] = []
     for text in paths:
         path = Path(text)
         if path.is_dir():
-            cells += _read_folder(path)
+            read += _read_folder(path)
         elif path.is_file():
-            cells += _read_json_file(path)
+            read += _read_json_file(path)
         else:
             raise _bad(path, "no such folder or file")
-    if not cells:
+    if not read:
         raise ConfigError("RESULTS holds no measured cell; give results folders of runs against a real server")
-    return cells
+    return [c for c in read if isinstance(c, Cell)], [c for c in read if isinstance(c, Refused)]
 
 
-def _read_folder(path: Path) -> list[Cell]:
+def _read_folder(path: Path) -> list[Cell | Refused]:
     if (path / SUMMARY_FILE).exists() or (path / SAMPLES_FILE).exists():
         return [_run_cell(path)]
     runs = sorted(d for d in (path / "cells").glob("*") if (d / SUMMARY_FILE).exists()) if (path / "cells").is_dir() else []
@@ -92,7 +107,7 @@ def burst_answers(summary: Any) -> bool:
     return summary.itl_ms.count == 0 and (summary.output_tokens.mean or 0) > 1
 
 
-def _run_cell(path: Path) -> Cell:
+def _run_cell(path: Path) -> Cell | Refused:
     """A run of this suite against a real server."""
     summary = recompute_summary(path) if older_summary_version(path) else read_summary(path)  # the H200 runs' is v1
     config = summary.config
@@ -122,12 +137,16 @@ def _run_cell(path: Path) -> Cell:
     else:
         observed |= {"ttft_median_ms": summary.ttft_ms.median, "tpot_median_ms": summary.tpot_ms.median}
         note = ""
+    hit = run_hit_rate(summary, str(path))
+    if isinstance(hit, Refused):
+        return hit
     users = int(config.get("users") or 1)
     return Cell(name=path.name, source=str(path), users=min(users, len(records)), prompt_tokens=prompts,
-                output_tokens=outputs, observed={k: float(v) for k, v in observed.items() if v is not None}, note=note)
+                output_tokens=outputs, observed={k: float(v) for k, v in observed.items() if v is not None},
+                hit_rate=hit.rate, hit_rate_source=hit.source, note=note)
 
 
-def _read_json_file(path: Path) -> list[Cell]:
+def _read_json_file(path: Path) -> list[Cell | Refused]:
     try:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as e:
@@ -139,7 +158,7 @@ def _read_json_file(path: Path) -> list[Cell]:
     raise _bad(path, "neither vLLM bench's --save-result JSON nor a measurements file (kind: llmload.measurements)")
 
 
-def _bench_cell(path: Path, data: dict[str, Any]) -> Cell:
+def _bench_cell(path: Path, data: dict[str, Any]) -> Cell | Refused:
     """``vllm bench serve --save-result``: fixed-length requests at --max-concurrency (none: all at once)."""
     try:
         requests = int(data["completed"]) + int(data.get("failed") or 0)
@@ -151,10 +170,14 @@ def _bench_cell(path: Path, data: dict[str, Any]) -> Cell:
                     "tpot_median_ms": data["median_tpot_ms"], "e2e_median_ms": data.get("median_e2el_ms")}
     except (KeyError, TypeError, ZeroDivisionError) as e:
         raise _bad(path, f"vLLM bench result without {e}") from None
+    hit = bench_hit_rate(path)
+    if isinstance(hit, Refused):
+        return hit
     users = int(data.get("max_concurrency") or requests)
     return Cell(name=path.stem, source=str(path), users=users, prompt_tokens=tuple(int(p) for p in prompts),
                 output_tokens=tuple(int(o) for o in outputs),
                 observed={k: float(v) for k, v in observed.items() if v is not None},
+                hit_rate=hit.rate, hit_rate_source=hit.source,
                 note="vLLM bench: TTFT at its first chunk with choices (the role chunk)")
 
 
@@ -181,14 +204,20 @@ def lengths(spec: Any, count: int, seed: int, where: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def _table_cells(path: Path, data: dict[str, Any]) -> list[Cell]:
+def _table_cells(path: Path, data: dict[str, Any]) -> list[Cell | Refused]:
     """A measurements file: cells transcribed from a report, each with its workload and what was measured."""
     if data.get("schema_version") != MEASUREMENTS_SCHEMA_VERSION:
         raise _bad(path, f"schema_version {data.get('schema_version')!r} is not {MEASUREMENTS_SCHEMA_VERSION}")
     frame = int(data.get("chat_frame_tokens", 0))
-    cells = []
+    cells: list[Cell | Refused] = []
     for index, row in enumerate(data.get("cells") or []):
         where = f"RESULTS: {path}: cells[{index}]"
+        if not isinstance(row, dict):
+            raise ConfigError(f"{where}: not a JSON object")
+        hit = table_hit_rate(row, data, f"{path}: cells[{index}] ({row.get('name', index)})")
+        if isinstance(hit, Refused):
+            cells.append(hit)
+            continue
         try:
             requests, users = int(row["requests"]), int(row.get("concurrency") or row["requests"])
             # One seed per side, not per cell: runs of one data set (vLLM bench samples it with seed 0) draw alike.
@@ -199,7 +228,8 @@ def _table_cells(path: Path, data: dict[str, Any]) -> list[Cell]:
             raise ConfigError(f"{where}: {e!r} is missing or malformed") from None
         cells.append(Cell(name=str(row.get("name", index)), source=f"{path}: {data.get('source', '')}".strip(": "),
                           users=users, prompt_tokens=tuple(p + frame for p in prompts), output_tokens=outputs,
-                          observed=observed, engine={k: int(v) for k, v in (row.get("engine") or {}).items()},
+                          observed=observed, hit_rate=hit.rate, hit_rate_source=hit.source,
+                          engine={k: int(v) for k, v in (row.get("engine") or {}).items()},
                           fitted=bool(row.get("fitted", True)), note=str(row.get("note", ""))))
     if not cells:
         raise _bad(path, "lists no cells")

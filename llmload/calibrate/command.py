@@ -2,8 +2,9 @@
 
 PROFILE names the profile refitted: its GPU, model, weights and server limits say what the results were measured
 on; its timings are not used (the fit starts from the hardware prior, so calibrating twice gives the same file).
-Prints each cell's measured figures beside the fit's and beside a prediction by a fit that held the cell's
-operating point out; writes the fitted profile (kind ``measured``) to OUT.
+Prints each cell's prefix-cache hit rate as assumed and where it came from, then its measured figures beside the
+fit's and beside a prediction by a fit that held the cell's operating point out; writes the fitted profile (kind
+``measured``) to OUT. A cell whose hit rate cannot be accounted for is refused in one line and the rest are fitted.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from llmload.sim.profiles import Profile, load_profile, profile_to_dict
 from .cells import Cell, read_cells
 from .fit import Model, fit, held_out_predictions, predict, relative_error
 from .hardware import PRIOR_FRONTEND, prior_step
+from .hitrate import Refused
 
-__all__ = ["run_calibrate", "calibrated_profile", "error_table"]
+__all__ = ["run_calibrate", "calibrated_profile", "cell_table", "error_table", "refusal_lines"]
 
 
 def _start(base: Profile) -> Model:
@@ -35,24 +37,31 @@ def _start(base: Profile) -> Model:
     return Model(base.engine, prior_step(base.gpu, base.model, base.weights), PRIOR_FRONTEND)
 
 
-def calibrated_profile(base: Profile, cells: Sequence[Cell], command: str) -> tuple[Profile, list[dict[str, Any]]]:
-    """The profile fitted to ``cells``, and per cell what it measured, the fit's figures and the held-out prediction."""
+def calibrated_profile(base: Profile, cells: Sequence[Cell], command: str,
+                       refused: Sequence[Refused] = ()) -> tuple[Profile, list[dict[str, Any]]]:
+    """The profile fitted to ``cells``, and per cell its hit rate, what it measured, the fit's figures and the
+    held-out prediction."""
     start = _start(base)
     model = fit(start, cells)
     held = held_out_predictions(start, cells)
+    block_size = base.engine.block_size
     rows = [{"name": c.name, "source": c.source, "users": c.users, "fitted": c.fitted, "note": c.note,
-             "engine": c.engine, "observed": c.observed,
+             "engine": c.engine, "hit_rate": c.hit_rate, "hit_rate_source": c.hit_rate_source,
+             "cached_tokens_mean": round(sum(c.cached_tokens(block_size)) / len(c.prompt_tokens), 1),
+             "prompt_tokens_mean": round(sum(c.prompt_tokens) / len(c.prompt_tokens), 1), "observed": c.observed,
              "predicted": {k: v for k, v in predict(model, c).items() if k in c.observed},
              "held_out": {k: v for k, v in held.get(c.name, {}).items() if k in c.observed}} for c in cells]
     prior = start.step
     sources = sorted({c.source.split(": ")[0] for c in cells})
     server = base.fit.get("server") or base.source
+    left_out = f"; {len(refused)} refused (no hit rate)" if refused else ""
     profile = Profile(
         name=base.name, gpu=base.gpu, model=base.model, weights=base.weights, kind="measured",
         source=f"MEASURED: fitted by `{command}` to {sum(c.fitted for c in cells)} of {len(cells)} cells from "
-               f"{', '.join(sources)}. Server: {server}",
+               f"{', '.join(sources)}{left_out}. Server: {server}",
         engine=model.limits, step=model.step, frontend=model.frontend,
         fit={"server": server, "command": command, "cells": rows,
+             **({"refused": [{"cell": r.cell, "reason": r.reason} for r in refused]} if refused else {}),
              "fitted_over_prior": {k: round(getattr(model.step, k) / getattr(prior, k), 4)
                                    for k in ("overhead_s", "expert_weights_s", "expert_saturation_tokens", "token_s",
                                              "context_token_s", "attention_pair_s")}})
@@ -65,6 +74,25 @@ def _pct(value: float | None) -> str:
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def refusal_lines(refused: Sequence[Refused]) -> list[str]:
+    """One line per refused cell: what it is and why its hit rate cannot be accounted for."""
+    return [f"refused: {r.cell}: {r.reason}" for r in refused]
+
+
+def cell_table(rows: Sequence[dict[str, Any]], block_size: int) -> list[str]:
+    """Each cell's prefix-cache hit rate as assumed, its mean cached and prompt tokens, and where the rate comes from
+    (a note per source, numbered, under the table)."""
+    sources = list(dict.fromkeys(row["hit_rate_source"] for row in rows))
+    lines = [f"Prefix cache: each request's cached tokens are its cell's hit rate of its prompt, down to whole blocks "
+             f"of {block_size}; it prefills the rest",
+             f"{'cell':<34} {'hit rate':>8} {'cached of prompt':>18}  from"]
+    for row in rows:
+        tokens = f"{row['cached_tokens_mean']:.0f} of {row['prompt_tokens_mean']:.0f}"
+        note = sources.index(row["hit_rate_source"]) + 1
+        lines.append(f"{row['name'][:34]:<34} {row['hit_rate'] * 100:>7.2f}% {tokens:>18}  [{note}]")
+    return lines + [f"[{n}] {source}" for n, source in enumerate(sources, 1)]
 
 
 def error_table(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -99,14 +127,23 @@ def run_calibrate(options: Any, argv: Sequence[str] = ()) -> int:
         raise ConfigError('RESULTS is missing: give results folders of runs against a real server, e.g. '
                           'RESULTS="results/run1 results/sweep"')
     base = load_profile(options.target_profile)
-    cells = read_cells(options.results.split())
+    cells, refused = read_cells(options.results.split())
     out = Path(options.out) if options.out else Path("profiles") / f"{base.name}.json"
     if out.exists() and out.is_dir():
         raise ConfigError(f"OUT={out} is a folder; give the profile file to write, e.g. OUT=profiles/{base.name}.json")
+    for line in refusal_lines(refused):
+        print(line)
+    if not cells:
+        sys.stdout.flush()
+        raise ConfigError(f"RESULTS: every cell was refused ({len(refused)}, each above with its reason): give results "
+                          "whose prefix-cache hit rate is known (the server's counters, a cache.json beside vLLM bench "
+                          "files, a table's hit_rate)")
     command = "python -m llmload calibrate " + " ".join(shlex.quote(a) for a in argv)
-    profile, rows = calibrated_profile(base, cells, command)
-    print(f"Calibrating {base.name} ({base.gpu}, {base.model}, {base.weights}) on {len(cells)} cells; "
+    profile, rows = calibrated_profile(base, cells, command, refused)
+    refusals = f", {len(refused)} refused" if refused else ""
+    print(f"Calibrating {base.name} ({base.gpu}, {base.model}, {base.weights}) on {len(cells)} cells{refusals}; "
           "held out: each operating point predicted by a fit to the others")
+    print("\n".join(cell_table(rows, base.engine.block_size)))
     print("\n".join(error_table(rows)))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, orjson.dumps(profile_to_dict(profile), option=orjson.OPT_INDENT_2) + b"\n")

@@ -3,8 +3,9 @@
 Each parameter is fitted in log space, pulled toward its prior from the hardware figures (hardware.py) with the
 prior's width below: a few cells cannot pin eight parameters alone, and a parameter the cells say nothing about
 keeps its physical value. Each measured figure counts as a log error with MEASURED_SIGMA (runs of one load agreed
-within a few percent). Levenberg-Marquardt on forward differences: every evaluation replays every cell
-(replay.py), which is deterministic. Pure: numpy, no files.
+within a few percent). A cell's requests prefill only what its hit rate leaves uncached of their prompts.
+Levenberg-Marquardt on forward differences: every evaluation replays every cell (replay.py), which is
+deterministic. Pure: numpy, no files.
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ class Model:
 
 
 def predict(model: Model, cell: Cell) -> dict[str, float]:
-    """What ``cell``'s load would measure on ``model``: every metric cells.METRICS names."""
+    """What ``cell``'s load would measure on ``model``: every metric cells.METRICS names, each request prefilling only
+    what its cell's hit rate leaves uncached."""
     limits = replace(model.limits, **cell.engine) if cell.engine else model.limits
-    runs = replay_closed_loop(limits, model.step, model.frontend, cell.users, cell.prompt_tokens, cell.output_tokens)
+    runs = replay_closed_loop(limits, model.step, model.frontend, cell.users, cell.prompt_tokens, cell.output_tokens,
+                              cell.cached_tokens(limits.block_size))
     span_s = max(r.last_delivered_s for r in runs) - min(r.sent_s for r in runs)
     tpots = [r.tpot_s for r in runs if r.tpot_s is not None]
     gaps = sum(r.output_tokens - 1 for r in runs)

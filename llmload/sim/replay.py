@@ -5,14 +5,21 @@ number of requests: all sent at the start, as ``vllm bench serve`` with no --max
 the API server (``Frontend``: one process, first come first served) on the way in and every step's tokens pass it
 on the way out. Runs of decode-only steps are taken at once, so a replay costs about one unit of work per
 admission, prefill chunk and finish, not per token. Used by ``llmload calibrate`` and the tests; no I/O.
+
+A request may bring ``cached_tokens``: the leading part of its prompt the server's prefix cache held (a measured
+hit rate's share of it, in whole KV blocks). It prefills only the rest, which attends the cached part, and its
+cached blocks take KV space from its admission, as a prefix-cache hit does on vLLM. They are its own (requests share
+none) and are found at its admission, a preempted request's again at its next, however full the KV cache was
+before: the hit rate was measured, not modelled.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Hashable, Sequence
 
+from .prefix_cache import PrefixCache
 from .scheduler import StepScheduler, Work
 from .stepmodel import ApiServer, EngineLimits, Frontend, StepTimes
 
@@ -51,31 +58,57 @@ class RequestTiming:
         return self.first_delivered_s - self.engine_arrival_s
 
 
+class _DeclaredCache(PrefixCache):
+    """A replay's prefix cache: a request's blocks (the cached part it was declared) are found at its admission,
+    cached since before the load if no one holds them."""
+
+    def match(self, blocks: Sequence[int], tokens: int) -> tuple[int, int]:
+        found = min(len(blocks), (tokens - 1) // self.block_size)
+        return found, sum(1 for block in blocks[:found] if block not in self._holders)
+
+    def hold(self, owner: Hashable, blocks: Sequence[int]) -> None:
+        for block in blocks:
+            if block not in self._holders:
+                self._free.setdefault(block, None)
+        super().hold(owner, blocks)
+
+
 class _Request:
     __slots__ = ("index", "sent_s", "arrival_s", "first_engine_s", "first_delivered_s", "work")
 
-    def __init__(self, index: int, sent_s: float, prompt: int, output: int) -> None:
+    def __init__(self, index: int, sent_s: float, prompt: int, output: int, blocks: tuple[int, ...]) -> None:
         self.index, self.sent_s = index, sent_s
         self.arrival_s = self.first_engine_s = self.first_delivered_s = 0.0
-        self.work = Work(self, prompt, output)
+        self.work = Work(self, prompt, output, blocks)
 
 
 def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Frontend, users: int,
-                       prompt_tokens: Sequence[int], output_tokens: Sequence[int]) -> list[RequestTiming]:
-    """Play len(prompt_tokens) requests from ``users`` closed-loop clients; their timings in send order."""
+                       prompt_tokens: Sequence[int], output_tokens: Sequence[int],
+                       cached_tokens: Sequence[int] = ()) -> list[RequestTiming]:
+    """Play len(prompt_tokens) requests from ``users`` closed-loop clients; their timings in send order.
+
+    ``cached_tokens``: per request, the leading prompt tokens the prefix cache held (whole blocks of
+    ``limits.block_size``, the last prompt token always computed); none: every prompt prefilled whole."""
     total = len(prompt_tokens)
+    if cached_tokens and len(cached_tokens) != total:
+        raise ValueError(f"cached_tokens gives {len(cached_tokens)} requests, prompt_tokens {total}")
     sched = StepScheduler(limits, times)
+    sched.cache = _DeclaredCache(limits.block_size)
+    block_size = limits.block_size
     api = ApiServer(frontend)
     arrivals: deque[_Request] = deque()  # past the API server, in engine arrival order
     results: dict[int, RequestTiming] = {}
-    state = {"next": 0}
+    state = {"next": 0, "blocks": 0}
 
     def send(at_s: float) -> None:
         index = state["next"]
         if index >= total:
             return
         state["next"] = index + 1
-        api.send(_Request(index, at_s, prompt_tokens[index], output_tokens[index]), at_s)
+        cached_blocks = cached_tokens[index] // block_size if cached_tokens else 0
+        blocks = tuple(range(state["blocks"], state["blocks"] + cached_blocks))  # hashes no other request has
+        state["blocks"] += cached_blocks
+        api.send(_Request(index, at_s, prompt_tokens[index], output_tokens[index], blocks), at_s)
 
     def reach(until_s: float) -> None:
         """The API server takes the requests that reached it by ``until_s``, in turn with the tokens queued before them."""

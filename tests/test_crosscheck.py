@@ -1,6 +1,7 @@
 """vLLM bench's figures beside llmload's (llmload/crosscheck/compare.py), from literal numbers."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,96 @@ def test_the_workload_is_random_in_out():
     for bad in ("2k", "random:512", "random:0:10", "sharegpt:x.json"):
         with pytest.raises(ConfigError, match="random:IN:OUT"):
             random_workload(bad)
+
+
+def _options(**changes):
+    from llmload.settings import parse_settings
+    from llmload.options import CROSSCHECK_OPTIONS
+
+    return parse_settings([f"{k}={v}" for k, v in {"HOST": "http://127.0.0.1:9", "PROMPTS": "random:24:4", **changes}.items()],
+                          CROSSCHECK_OPTIONS)
+
+
+def test_each_tool_of_each_repeat_draws_its_own_fresh_prompts_in_the_order_they_run():
+    from llmload.crosscheck.runner import _suite_settings, bench_prompts
+    from llmload.crosscheck.runs import plan_runs
+    from llmload.loadtest.runconfig import parse_run_args
+    from llmload.loadtest.workload import workload_of
+
+    runs = plan_runs(3, first_start=10)
+    assert [(r.index, r.repeat, r.tool, r.prompt_start) for r in runs] == [
+        (0, 0, "vllm_bench", 10), (1, 0, "llmload", 11), (2, 1, "llmload", 12), (3, 1, "vllm_bench", 13),
+        (4, 2, "vllm_bench", 14), (5, 2, "llmload", 15)]
+    options = _options(PROMPT_START=10, GPU="a100", CACHE_RESET="on", USERS=2)
+    texts = {}
+    for run in runs[:2]:
+        settings = _suite_settings(options, "http://127.0.0.1:9", "m", run.prompt_start, 5, Path("out"))
+        assert {"GPU=a100", f"PROMPT_START={run.prompt_start}", "ORDER=sequence", "CACHE_RESET=on", "SEED=0",
+                "PROMPTS=random:24:4:5"} <= set(settings)
+        # The suite's run draws, in order, the texts a bench run at the same start would send: one workload for both.
+        workload = workload_of(parse_run_args(settings))
+        suite = [p.messages[-1]["content"] for p in workload.prompts[workload.first_fresh:][:5]]
+        assert suite == bench_prompts("random:24:4:5", 0, run.prompt_start, 5)
+        texts[run.tool] = suite
+    # Each tool of a repeat its own prompts (nothing in common for the server's cache to find), of the same lengths.
+    assert not set(texts["vllm_bench"]) & set(texts["llmload"]) and len(texts["llmload"]) == 5
+    assert bench_prompts("random:24:4:5", 0, 12, 5) != bench_prompts("random:24:4:5", 0, 11, 5)
+
+
+def test_crosscheck_takes_gpu_and_refuses_a_warm_cache_before_sending(cli, tmp_path):
+    assert _options(GPU="a100").gpu == "a100" and _options().gpu == "h100"
+    done = cli("crosscheck", "HOST=http://127.0.0.1:9", "PROMPTS=random:64:8", "CACHE=warm", f"OUT={tmp_path / 'cc'}")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "CACHE=warm" in done.stderr
+    assert not (tmp_path / "cc").exists()
+
+
+def _account(index, repeat, tool, hit_rate, completed=4, server=4, **more):
+    from llmload.crosscheck.runs import PlannedRun, RunAccount
+
+    return RunAccount(PlannedRun(index, repeat, tool, index), "off", hit_rate, completed, 0, server, 256, **more)
+
+
+def test_a_run_whose_hit_rate_exceeds_the_other_tools_by_more_than_5_points_is_flagged():
+    from llmload.crosscheck.runs import format_runs, hit_rate_excess
+
+    # The H100's crosscheck on the old code: the second tool of each repeat found the first's prompts cached.
+    runs = [_account(0, 0, "vllm_bench", 0.059), _account(1, 0, "llmload", 0.997),
+            _account(2, 1, "llmload", 0.00), _account(3, 1, "vllm_bench", 0.974),
+            _account(4, 2, "vllm_bench", 0.10), _account(5, 2, "llmload", 0.149),  # 4.9 points: not flagged
+            _account(6, 3, "vllm_bench", None), _account(7, 3, "llmload", 0.9)]  # no counters: nothing to compare
+    excess = hit_rate_excess(runs)
+    assert set(excess) == {1, 3} and excess[1] == pytest.approx(93.8) and excess[3] == pytest.approx(97.4)
+    table = format_runs(runs)
+    assert "| 2 | 1 | llmload | 1 | off | 99.7% CACHED +93.8 pts | 4 / 4 | n/a / n/a |" in table
+    assert "| 1 | 1 | vllm_bench | 0 | off | 5.9% | 4 / 4 | n/a / n/a |" in table
+    assert "| 6 | 3 | llmload | 5 | off | 14.9% |" in table
+    assert table.count("warning: run") == 2
+    assert ("warning: run 4 (repeat 2, vllm_bench): the server found 97.4% of its prompt tokens cached, 97.4 points "
+            "more than in llmload's run (0.0%)") in table
+
+
+def test_the_streams_vllm_bench_counted_completed_but_the_server_did_not_are_named():
+    from llmload.crosscheck.runs import count_note, format_runs, short_streams
+
+    # --save-detailed: request 1's stream ended in the server's error event after 130 of 256 tokens (no usage: its text
+    # tokenized again); request 3 failed outright (an error, 0 tokens): the bench counts 3 completed, the server 2.
+    result = {"completed": 3, "failed": 1, "errors": ["", "", "", "Bad Request"], "output_lens": [256, 130, 256, 0]}
+    short = short_streams(result, 256)
+    assert [(s.request, s.output_tokens) for s in short] == [(1, 130)]
+    assert short_streams({"completed": 3}, 256) == ()  # without --save-detailed: nothing to read
+    bench = _account(0, 0, "vllm_bench", 0.0, completed=3, server=2, short=short)
+    assert bench.counted_differently
+    note = count_note(bench)
+    assert note.startswith("run 1 (repeat 1, vllm_bench): vllm_bench counted 3 completed and 0 failed, the server "
+                           "finished 2 (its E2E histogram's count over the run's window)")
+    assert "once a chunk with choices came" in note
+    assert note.endswith("1 of its completed streams ended short of the 256 tokens every request forces (an error "
+                         "ends a stream without its usage): request 1 (130 tokens)")
+    suite = _account(1, 0, "llmload", 0.0, completed=2, server=2, failures=("stream_error: HarmonyError (1)",))
+    assert not suite.counted_differently and count_note(suite) is None
+    table = format_runs([bench, suite])
+    assert "| 3 / 2 DIFFER |" in table and "Counted differently:\n- run 1 (repeat 1, vllm_bench)" in table
+    unexplained = count_note(_account(0, 0, "vllm_bench", 0.0, completed=3, server=2))
+    assert unexplained.endswith("none of its completed streams ended short of the tokens forced")
+    counted_by_suite = count_note(_account(1, 0, "llmload", 0.0, completed=3, server=2, failures=("timeout (1)",)))
+    assert counted_by_suite.endswith("its failures: timeout (1)")

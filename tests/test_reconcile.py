@@ -134,3 +134,35 @@ def test_queueing_on_the_server_is_named_when_it_takes_most_of_its_ttft():
     assert queued.causes == ("queueing on the server: requests waited 60.0 ms in its queue, 60% of its own mean TTFT: "
                              "more requests came than it runs at once",)
     assert QUEUE_SHARE == 0.5 and reconcile(BEFORE, _after(queue_s=0.09), [_record(0.11), _record(0.13)]).causes == ()
+
+
+def test_a_rehearsals_account_is_predicted_for_the_gpu_played_with_the_raw_beside_it():
+    from llmload.results.reconcile import PLAYED_TIMES, played_account
+    from llmload.results.report import format_result
+    from llmload.results.summary import summarize
+    from llmload.timescale import REAL_TIME, TimeScale
+
+    raw = reconcile(BEFORE, _after(), [_record(0.11), _record(0.13)], _generator(1.5))
+    played = played_account(raw, TimeScale(20.0))
+    # Times x20 (server TTFT 100 ms on the target: 2 s on the GPU played); counts, tokens and the generator's lag stay.
+    assert played.server_mean_ttft_ms == pytest.approx(2000.0) and played.client_mean_ttft_ms == pytest.approx(2400.0)
+    assert (played.server_mean_itl_ms, played.client_mean_itl_ms) == (pytest.approx(400.0), pytest.approx(400.0))
+    assert played.server_mean_e2e_ms == pytest.approx(19000.0) and played.server_mean_queue_ms == pytest.approx(200.0)
+    assert played.ttft_allowance_ms == pytest.approx(20 * raw.ttft_allowance_ms)
+    assert all(getattr(played, name) == pytest.approx(20 * getattr(raw, name)) for name in PLAYED_TIMES)
+    assert len(PLAYED_TIMES) == 9
+    assert (played.server_requests, played.client_generation_tokens, played.client_lag_p99_ms) == (2, 40, 1.5)
+    assert played_account(raw, REAL_TIME) == raw
+
+    served_by = {"name": "llmload.sim", "rehearsal": True, "gpu_profile": "a100", "speedup": 20.0}
+    records = [_record(0.11), _record(0.13)]
+    block = format_result(summarize(records, {"served_by": served_by}, server_window=(BEFORE, _after())))
+    account = block.split("Server's own account (/metrics): predicted server / client")[1]
+    assert "Times predicted for the GPU played (times x20, rates /20); raw: the target's (SPEEDUP 20x)" in account
+    assert "Mean TTFT (ms):" in account and "2000.00 / 2400.00  raw: 100.00 / 120.00" in account
+    assert "Mean E2EL (ms):" in account and "19000.00 / 20000.00  raw: 950.00 / 1000.00" in account
+    lines = {line.split(":")[0]: line for line in account.splitlines()}
+    assert lines["Requests finished"].split() == ["Requests", "finished:", "2", "/", "2"]  # counts: no raw beside them
+    real = format_result(summarize(records, {}, server_window=(BEFORE, _after())))
+    assert "Server's own account (/metrics): server / client" in real and "raw:" not in real.split("own account")[1]
+    assert "100.00 / 120.00" in real

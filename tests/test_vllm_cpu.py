@@ -236,7 +236,7 @@ def test_crosscheck_is_refereed_by_the_servers_own_account(llama, tmp_path):
     # own runs. The workload of the figures in the issue (random:256:128), fewer requests.
     stdout, result = _crosscheck(llama, tmp_path / "crosscheck", "PROMPTS=random:256:128", "REQUESTS=24", "USERS=4",
                                  "REPEATS=2", "EFFORT=none")
-    assert result["schema_version"] == 3 and "Agreement: where the server counts a metric" in stdout
+    assert result["schema_version"] == 4 and "Agreement: where the server counts a metric" in stdout
     for tool in ("vllm_bench", "llmload"):
         account, deviation = result["server_account"][tool], result["deviation_from_server_pct"][tool]
         # The server counted exactly the requests and tokens the tool did, in each of its runs: the windows hold
@@ -256,6 +256,62 @@ def test_crosscheck_is_refereed_by_the_servers_own_account(llama, tmp_path):
     # the first tokens in a burst hundreds of ms late, which both tools rightly see and the engine's account does not
     # (bench/RESULTS.md, crosscheck refereed by the server).
     assert all(abs(d) <= 10.0 for d in result["deviation_from_server_pct"]["llmload"]["mean_e2e_ms"]), result
+
+
+def _hit_rates_by_repeat(result: dict) -> list[dict[str, float]]:
+    """Per repeat, each tool's server prefix-cache hit rate, from crosscheck.json's runs (in the order they ran)."""
+    repeats: list[dict[str, float]] = [{} for _ in result["order"]]
+    for run in result["runs"]:
+        repeats[run["repeat"]][run["tool"]] = run["server_prefix_cache_hit_rate"]
+    return repeats
+
+
+def test_crosscheck_gives_each_tool_its_own_prompts_so_the_second_finds_none_cached(llama, tmp_path):
+    # On the old code both tools of a repeat sent the same prompts: vLLM's prefix cache served the second from the
+    # first's blocks (server hit rate 97.4% against 0.0% here; on an H100 its own TTFT 20-29 ms against 129-141 ms).
+    stdout, result = _crosscheck(llama, tmp_path / "crosscheck", "PROMPTS=random:512:16", "REQUESTS=40", "USERS=4",
+                                 "REPEATS=2", "EFFORT=none")
+    assert result["order"] == [["vllm_bench", "llmload"], ["llmload", "vllm_bench"]]
+    assert [(r["tool"], r["prompt_start"]) for r in result["runs"]] == [
+        ("vllm_bench", 0), ("llmload", 1), ("llmload", 2), ("vllm_bench", 3)]
+    repeats = _hit_rates_by_repeat(result)
+    for repeat, order in zip(repeats, result["order"]):
+        first, second = (repeat[tool] for tool in order)
+        assert first is not None and second is not None and abs(second - first) <= 0.05, (order, repeat)
+    assert all(run["hit_rate_above_other_tool_points"] is None for run in result["runs"]), result["runs"]
+    assert result["server_account"]["llmload"]["prefix_cache_hit_rate"] == [r["llmload"] for r in repeats]
+    assert "| server prefix-cache hit rate |" in stdout and "CACHED" not in stdout
+    bench_prompts = [(tmp_path / "crosscheck" / "vllm_bench" / f"prompts-{i}.jsonl").read_text() for i in range(2)]
+    assert bench_prompts[0] != bench_prompts[1]
+
+
+def test_crosscheck_against_the_built_in_target_with_faults_states_what_each_side_counted(tmp_path):
+    """The built-in target has vLLM's prefix cache and ends a fifth of its streams with an error event mid-stream, as
+    vLLM does on its HarmonyError: vLLM's bench counts those completed, the server (and llmload) does not."""
+    from llmload.sim import start_sim, stop_sim
+
+    process, url = start_sim(["--fixed-ttft-ms", "5", "--fixed-itl-ms", "1", "--fault", "error-object",
+                              "--fault-rate", "0.2"])
+    try:
+        stdout, result = _crosscheck(url, tmp_path / "crosscheck", "PROMPTS=random:512:16", "REQUESTS=40", "USERS=4",
+                                     "REPEATS=2", "EFFORT=none", "CACHE_RESET=on", "GPU=h100")
+    finally:
+        stop_sim(process)
+    assert result["gpu"] == "h100" and result["workload"]["cache_reset"] == "on"
+    for repeat, order in zip(_hit_rates_by_repeat(result), result["order"]):
+        assert None not in repeat.values() and abs(repeat["vllm_bench"] - repeat["llmload"]) <= 0.05, (order, repeat)
+    runs = {(run["repeat"], run["tool"]): run for run in result["runs"]}
+    assert all(run["cache_reset"].startswith("done before the run") for run in runs.values()), runs
+    for repeat in range(2):
+        bench, suite = runs[repeat, "vllm_bench"], runs[repeat, "llmload"]
+        # vLLM's bench: every stream completed; the server finished fewer, one per stream its error event cut short.
+        assert bench["requests_completed"] == 40 and bench["server_requests_finished"] < 40, bench
+        assert bench["counted_differently"] and len(bench["short_streams"]) == 40 - bench["server_requests_finished"]
+        assert all(s["output_tokens"] < 16 for s in bench["short_streams"])
+        # llmload counts them failed: its completed requests are the server's.
+        assert suite["requests_completed"] == suite["server_requests_finished"] and suite["requests_failed"] > 0, suite
+        assert not suite["counted_differently"] and suite["failures"]
+    assert "Counted differently:" in stdout and "ended short of the 16 tokens every request forces" in stdout
 
 
 def test_crosscheck_on_a_reasoning_model_gives_each_tools_own_figures(gptoss, tmp_path):

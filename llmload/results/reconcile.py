@@ -13,16 +13,17 @@ TTFT, is named when it takes most of that TTFT.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from llmload.results.delivery import BURST_TOKENS_PER_EVENT, TokenDelivery, token_delivery
 from llmload.results.generator import MASTER, GeneratorCheck
 from llmload.results.records import RequestRecord
-from llmload.results.server_metrics import MetricsSample, counter_increase
+from llmload.results.server_metrics import MetricsSample, counter_increase, prefix_cache_hit_rate
+from llmload.timescale import TimeScale
 
 __all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "E2E_FRONT_END_SHARE", "BURST_GAP_SHARE", "QUEUE_SHARE", "ServerAccount",
-           "ServerVsClient", "server_account", "reconcile"]
+           "ServerVsClient", "PLAYED_TIMES", "server_account", "reconcile", "played_account"]
 
 TTFT_ALLOWANCE_MS = 50.0
 """Client TTFT above the server's that the network and the first chunk's way back may take; the server's
@@ -56,6 +57,8 @@ class ServerAccount:
     mean_e2e_ms: float | None
     mean_queue_ms: float | None
     """Time requests waited in its queue (inside its TTFT): a client cannot see it."""
+    prefix_cache_hit_rate: float | None = None
+    """Its prefix cache's hits over its queries (prompt tokens) in the window; None without both counters."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,20 @@ def server_account(before: MetricsSample, after: MetricsSample) -> ServerAccount
     return ServerAccount(requests=requests, prompt_tokens=_count(before, after, "prompt_tokens_total"),
                          generation_tokens=_count(before, after, "generation_tokens_total"),
                          mean_ttft_ms=_mean_ms(before, after, "ttft"), mean_itl_ms=_mean_ms(before, after, "itl"),
-                         mean_e2e_ms=_mean_ms(before, after, "e2e"), mean_queue_ms=_mean_ms(before, after, "queue"))
+                         mean_e2e_ms=_mean_ms(before, after, "e2e"), mean_queue_ms=_mean_ms(before, after, "queue"),
+                         prefix_cache_hit_rate=prefix_cache_hit_rate(before, after))
+
+
+PLAYED_TIMES = ("server_mean_ttft_ms", "client_mean_ttft_ms", "server_mean_itl_ms", "client_mean_itl_ms",
+                "server_mean_e2e_ms", "client_mean_e2e_ms", "server_mean_queue_ms", "ttft_allowance_ms", "e2e_allowance_ms")
+"""The account's times of the requests served, each of kind "time": a rehearsal's are the target's, sped up. The load
+generator's own lag (client_lag_p99_ms) is the load machine's, and stays as it is."""
+
+
+def played_account(account: ServerVsClient, scale: TimeScale) -> ServerVsClient:
+    """The account as the GPU a rehearsal played would show it: every time in PLAYED_TIMES by the run's time scale
+    (x SPEEDUP); counts and tokens per event as they are. The reasons keep the target's clock they were judged on."""
+    return replace(account, **{name: scale.played(getattr(account, name), "time") for name in PLAYED_TIMES})
 
 
 def _client_mean_ms(values_s: Sequence[float]) -> float | None:

@@ -16,7 +16,7 @@ from llmload.results.predicted import PREDICTED_RUN_METRICS
 from llmload.results.slo import verdict_word
 from llmload.timescale import REAL_TIME, TimeScale, time_scale_of
 from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
-from llmload.results.reconcile import ServerVsClient
+from llmload.results.reconcile import ServerVsClient, played_account
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
 __all__ = ["format_result", "fail_ratio_line", "figure_text"]
@@ -219,23 +219,35 @@ def _pair(server: Any, client: Any) -> str:
     return f"{_number(server)} / {_number(client)}"
 
 
-def _server_account(account: ServerVsClient | None) -> list[str]:
-    """The server's own /metrics over the run's window beside the client's figures, and the verdict."""
+def _server_account(account: ServerVsClient | None, scale: TimeScale = REAL_TIME) -> list[str]:
+    """The server's own /metrics over the run's window beside the client's figures, and the verdict; a rehearsal's
+    times predicted for the GPU it played, like every other figure, with the raw (the target's) beside them."""
     if account is None:
         return []
-    a = account
+    a = played_account(account, scale)
+
+    def times(label: str, server: str, client: str) -> str:
+        row = _row(label, _pair(getattr(a, server), getattr(a, client)))
+        return row + (f"  raw: {_pair(getattr(account, server), getattr(account, client))}" if scale.sped_up else "")
+
     verdict = "SUSPECT: " + "; ".join(a.reasons) if a.suspect else "no (counts equal, TTFT and E2E within reach)"
+    title = "Server's own account (/metrics): predicted server / client" if scale.sped_up else \
+        "Server's own account (/metrics): server / client"
+    queue = _row("Mean queue time, server only (ms):", a.server_mean_queue_ms) + (
+        f"  raw: {_number(account.server_mean_queue_ms)}" if scale.sped_up else "")
     return [
-        _rule("Server's own account (/metrics): server / client"),
+        _rule(title),
+        *([f"Times predicted for the GPU played ({scale.conversion_text()}); raw: the target's ({scale.text()})"]
+          if scale.sped_up else []),
         _row("Requests finished:", _pair(a.server_requests, a.client_requests)),
         _row("Prompt tokens:", _pair(a.server_prompt_tokens, a.client_prompt_tokens)),
         _row("Generation tokens:", _pair(a.server_generation_tokens, a.client_generation_tokens)),
-        _row("Mean TTFT (ms):", _pair(a.server_mean_ttft_ms, a.client_mean_ttft_ms)),
-        _row("Mean ITL (ms):", _pair(a.server_mean_itl_ms, a.client_mean_itl_ms)),
-        _row("Mean E2EL (ms):", _pair(a.server_mean_e2e_ms, a.client_mean_e2e_ms)),
-        _row("Mean queue time, server only (ms):", a.server_mean_queue_ms),
+        times("Mean TTFT (ms):", "server_mean_ttft_ms", "client_mean_ttft_ms"),
+        times("Mean ITL (ms):", "server_mean_itl_ms", "client_mean_itl_ms"),
+        times("Mean E2EL (ms):", "server_mean_e2e_ms", "client_mean_e2e_ms"),
+        queue,
         _row("Tokens per event / per burst, client:", f"{_number(a.tokens_per_event, 1)} / {_number(a.tokens_per_burst, 1)}"),
-        f"Suspect: {verdict}",
+        f"Suspect: {verdict}" + (" (judged on the target's clock)" if a.suspect and scale.sped_up else ""),
         *(f"Cause found: {cause}" for cause in a.causes),
     ]
 
@@ -289,7 +301,7 @@ def format_result(summary: Summary) -> str:
     for effort, part in summary.by_effort.items():
         lines += _group_part(f"Effort {effort}", part, summary.requests_ok, time_scale_of(config))
     lines += _cache_rows(summary) + _turn_rows(summary)
-    lines += _server_account(summary.server_vs_client)
+    lines += _server_account(summary.server_vs_client, time_scale_of(config))
     if summary.errors:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))
     generator = summary.generator

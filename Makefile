@@ -16,7 +16,7 @@ SETTINGS = $(strip $(foreach v,$(filter-out $(SECRETS),$(sort $(.VARIABLES))),$(
 GENERATED_SET = $(if $(filter 2k 4k 8k,$(PROMPTS)),prompts/$(PROMPTS).jsonl)
 
 .DEFAULT_GOAL := help
-.PHONY: help load ui worker prompts sweep capacity calibrate figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck bundle monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
+.PHONY: help load ui worker prompts sweep capacity tune calibrate figures compare serve-sim serve-vllm-cpu stop-vllm-cpu vllm-cpu-models vllm-bench crosscheck bundle monitor prometheus test test-fast test-integration test-vllm bench bench-product bench-peers clean-venv
 
 help:  ## this list: every target, then every setting (from llmload/options.py, the one option table)
 	@echo "usage: make TARGET [KEY=VALUE ...], e.g. make load GPU=a100 EFFORT=high USERS=8"
@@ -76,6 +76,9 @@ vllm-bench: $(VENV)/.installed  ## vLLM's own `vllm bench serve $(ARGS)` from th
 
 calibrate: $(VENV)/.installed  ## fit a profile to a real server's results: RESULTS="dir|file ...", PROFILE (the one refitted), OUT
 	$(PY) -m llmload calibrate $(SETTINGS)
+
+tune: $(VENV)/.installed $(GENERATED_SET)  ## each server configuration (SERVE, GRID) started, loaded, stopped; the best at OBJECTIVE, beyond noise or not: OUT/tune.json
+	$(PY) -m llmload tune $(SETTINGS)
 
 crosscheck: $(VENV)/.installed  ## vLLM's bench and llmload side by side: HOST, PROMPTS=random:IN:OUT, USERS, REQUESTS, REPEATS, OUT
 	$(PY) -m llmload crosscheck $(SETTINGS)

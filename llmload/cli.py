@@ -337,6 +337,38 @@ def _capacity(settings: Sequence[str]) -> int:
     return code
 
 
+def _tune(settings: Sequence[str]) -> int:
+    """`make tune`: each server configuration started, loaded, stopped; the best named at the objective."""
+    from llmload.sweep.capacity import check_capacity_settings
+    from llmload.tune.plan import plan_tune
+    from llmload.tune.report import tune_lines
+    from llmload.tune.runner import run_tune
+
+    parsed = parse_settings(settings, (*opts.OPTIONS, *opts.TUNE_OPTIONS))
+    if any("=" not in word or word.startswith("-") for word in settings):
+        raise ConfigError("tune takes KEY=VALUE settings only, e.g. GRID='max-num-batched-tokens=2048,4096' SLO='ttft_p90<=2s'")
+    words = dict(word.split("=", 1) for word in settings)
+    if parsed.host:
+        raise ConfigError("HOST with tune: the tune starts each configuration's server itself; give its command as SERVE "
+                          "(or leave SERVE out to rehearse on the built-in target)")
+    if parsed.serve and parsed.speedup != 1.0:
+        raise ConfigError("SPEEDUP rehearses on the built-in target; leave it out with SERVE")
+    own = {o.key for o in opts.TUNE_OPTIONS if not o.key.startswith("CAPACITY_")} | set(opts.RUNNER_KEYS)
+    load = {k: v for k, v in words.items() if k not in own}
+    plan = plan_tune(parsed, load)
+    if plan.capacity_words:
+        capacity_keys = {o.key for o in opts.CAPACITY_OPTIONS}
+        check_capacity_settings({k: v for k, v in plan.capacity_words.items() if k not in capacity_keys}, parsed)
+    out = Path(parsed.out) if parsed.out else Path("results") / f"tune-{parsed.gpu}-{bare_model_name(parsed.model) or 'model'}"
+    result = run_tune(plan, out, read_api_key(parsed.api_key_file))  # Ctrl-C: the server in hand is stopped first
+    print("\n".join(tune_lines(result)))
+    from plots.tune import tune_figures
+
+    drawn = tune_figures(out)
+    print(f"Tune: {out}/tune.json, {out}/configs.csv; figures and report: {drawn}")
+    return 0 if result.ranking else 1
+
+
 def _report(run_dirs: Sequence[str]) -> int:
     """Print each run's result block; a run killed before its summary gets one rebuilt from samples.jsonl, and one
     an older suite summed up is computed again from it."""
@@ -390,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from llmload.bundle.command import run_bundle
 
             return run_bundle(parse_settings(rest, opts.BUNDLE_OPTIONS))
+        if command == "tune":
+            return _tune(rest)
         if command == "report" and rest:
             return _report(rest)
         if command == "worker":

@@ -22,7 +22,7 @@ from llmload.errors import ConfigError
 __all__ = [
     "Option", "TABLE", "COMMANDS", "OPTIONS", "PROMPT_OPTIONS", "SWEEP_OPTIONS", "CAPACITY_OPTIONS", "SIM_OPTIONS",
     "VLLM_CPU_OPTIONS", "CROSSCHECK_OPTIONS", "CALIBRATE_OPTIONS", "WORKER_OPTIONS", "MONITOR_OPTIONS", "BUNDLE_OPTIONS", "ARRIVALS",
-    "RUNNER_KEYS", "options_for", "option_by_key", "config_name",
+    "RUNNER_KEYS", "TUNE_OPTIONS", "options_for", "option_by_key", "config_name",
 ]
 
 ARRIVALS = ("poisson", "constant", "gamma")
@@ -31,10 +31,10 @@ RUNNER_KEYS = ("HOST", "OUT", "API_KEY", "SPEEDUP", "API_KEY_FILE", "WEB_HOST", 
                "METRICS_PORT", "METRICS_LOGIN", "PROMPT_START", "CACHE_RESET")
 """Settings that say where and how a sweep or a run is driven, not what a cell measures: never written in a scenario
 (a study gives each run its own PROMPT_START: llmload/sweep/fresh.py)."""
-COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate",
+COMMANDS = ("load", "ui", "prompts", "sweep", "serve-sim", "vllm-cpu", "worker", "capacity", "crosscheck", "monitor", "calibrate", "tune",
             "bundle")
 """Every command that takes settings: ``make <command>`` (vllm-cpu: ``make serve-vllm-cpu`` and ``stop-vllm-cpu``;
-capacity: also every load option, which its steps run with)."""
+capacity and tune: also every load option, which their runs take)."""
 _RUN = ("load", "ui")
 _RUN_AND_SWEEP = ("load", "ui", "sweep")
 _RUN_AND_CROSSCHECK = ("load", "ui", "crosscheck")
@@ -153,7 +153,8 @@ TABLE: tuple[Option, ...] = (
     Option("TEMPLATES", "--templates", "templates", "templates", "folder of task templates", commands=("prompts",)),
     Option("VERIFY", "--verify", "verify", "", "server root whose /tokenize checks a sample of every set", commands=("prompts",)),
     # sweep
-    Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml", commands=("sweep",)),
+    Option("SCENARIO", "--scenario", "scenario", "", "the scenario file, e.g. scenarios/h100-grid.yaml (tune: its cells "
+           "are the workload, its server.configs may list the configurations)", commands=("sweep", "tune")),
     Option("METRICS_INTERVAL", "--metrics-interval", "metrics_interval", 1.0, "seconds between samples of the server's /metrics", commands=("sweep",), minimum=0.1),
     # crosscheck
     Option("REPEATS", "--repeats", "repeats", 0, "runs of each cell (sweep: every run kept, their spread reported beside "
@@ -266,14 +267,46 @@ TABLE: tuple[Option, ...] = (
     Option("ITL_PER_SEQ_MS", "--itl-per-seq-ms", "itl_per_seq_ms", None, "the inter-token gap grows by this per running "
            "sequence (also on top of FIXED_ITL_MS): a known capacity, for tests", commands=("serve-sim",), value_type=float,
            minimum=0),
+    # issue-33: make tune
+    Option("SERVE", "--serve", "serve", "", "tune: the server's launch command, {port} where the port goes (else "
+           "--port N is appended), e.g. 'vllm serve openai/gpt-oss-20b --max-model-len 32768'; empty: the built-in "
+           "target plays each configuration (a rehearsal)", commands=("tune",)),
+    Option("GRID", "--grid", "grid", "", "tune: what varies, e.g. 'max-num-batched-tokens=2048,4096 async-scheduling="
+           "off,on env:VLLM_ATTENTION_BACKEND=FLASH_ATTN,TRITON_ATTN' (default: the flag left out); the first of each "
+           "is the baseline", commands=("tune",)),
+    Option("SEARCH", "--search", "search", "auto", "tune: grid (every configuration at the full load time), halving "
+           "(all briefly, then those within the leader's interval longer), auto (halving above 4 configurations)",
+           choices=("auto", "grid", "halving"), commands=("tune",)),
+    Option("OBJECTIVE", "--objective", "objective", "", "tune: capacity (users or rate at SLO), throughput (output "
+           "tokens/s at the workload as given) or cost (USD per million output tokens, with PRICE); empty: capacity "
+           "with SLO, else throughput", commands=("tune",)),
+    Option("BUDGET", "--budget", "budget", "", "tune: the most load to send, in minutes (30) or a span (1h30m), on "
+           "the server's clock; empty: no limit", commands=("tune",)),
+    Option("SERVE_TIMEOUT", "--serve-timeout", "serve_timeout", 1200.0, "tune: seconds a server may take to serve "
+           "(a 120b model loads for minutes)", above=0, commands=("tune",)),
+    # issue-33: vLLM's serving flags the built-in target plays (llmload/sim/serverflags.py), under vLLM's names
+    Option("MAX_NUM_SEQS", "--max-num-seqs", "max_num_seqs", None, "vLLM's --max-num-seqs: running sequences at most "
+           "(empty: the profile's, vLLM's default for the GPU)", commands=("serve-sim",), value_type=int, minimum=1),
+    Option("MAX_NUM_BATCHED_TOKENS", "--max-num-batched-tokens", "max_num_batched_tokens", None, "vLLM's "
+           "--max-num-batched-tokens: tokens one step takes (empty: the profile's)", commands=("serve-sim",),
+           value_type=int, minimum=1),
+    Option("GPU_MEMORY_UTILIZATION", "--gpu-memory-utilization", "gpu_memory_utilization", None, "vLLM's "
+           "--gpu-memory-utilization: the GPU memory share taken; what the weights leave is KV cache (empty: 0.9)",
+           commands=("serve-sim",), value_type=float, above=0, maximum=1),
+    Option("MAX_MODEL_LEN", "--max-model-len", "max_model_len", None, "vLLM's --max-model-len: a request's prompt "
+           "and answer at most (empty: 131072)", commands=("serve-sim",), value_type=int, minimum=1),
+    Option("TENSOR_PARALLEL_SIZE", "--tensor-parallel-size", "tensor_parallel_size", 1, "vLLM's -tp: the model split "
+           "over N GPUs (weight reads and compute split N ways, N GPUs' memory)", commands=("serve-sim",), minimum=1),
+    Option("STREAM_INTERVAL", "--stream-interval", "stream_interval", 1, "vLLM's --stream-interval: tokens per event "
+           "after the first (gpt-oss's recipe sets 20)", commands=("serve-sim",), minimum=1),
     Option("CAPACITY_BY", "--capacity-by", "capacity_by", "users", "what the capacity search varies: USERS (closed loop) "
-           "or RATE (open loop)", choices=("users", "rate"), commands=("capacity",)),
+           "or RATE (open loop)", choices=("users", "rate"), commands=("capacity", "tune")),
     Option("CAPACITY_START", "--capacity-start", "capacity_start", 1.0, "the first USERS (or RATE) tried; the search doubles "
-           "it until a step fails", commands=("capacity",), above=0),
-    Option("CAPACITY_MAX", "--capacity-max", "capacity_max", 1024.0, "the largest USERS (or RATE) tried", commands=("capacity",),
+           "it until a step fails", commands=("capacity", "tune"), above=0),
+    Option("CAPACITY_MAX", "--capacity-max", "capacity_max", 1024.0, "the largest USERS (or RATE) tried", commands=("capacity", "tune"),
            above=0),
     Option("CAPACITY_STEPS", "--capacity-steps", "capacity_steps", 12, "the search's budget: at most this many steps (each a "
-           "run of DURATION, or less when it surely fails)", commands=("capacity",), minimum=1),
+           "run of DURATION, or less when it surely fails)", commands=("capacity", "tune"), minimum=1),
     Option("RESULTS", "--results", "results", "", "calibrate: results folders of runs against a real server (a run, a "
            "sweep or a capacity OUT), vLLM bench --save-result JSON files, or measurement tables (cells JSON), "
            "space-separated", commands=("calibrate",)),
@@ -291,7 +324,7 @@ TABLE: tuple[Option, ...] = (
            commands=("bundle",)),
     Option("PART_MB", "--part-mb", "part_mb", 1024, "the bundle's largest part, in MiB", commands=("bundle",), minimum=1),
     Option("CAPACITY_PRECISION", "--capacity-precision", "capacity_precision", 0.1, "stop once the largest passing and the "
-           "smallest failing step are within this fraction of the answer", commands=("capacity",), minimum=0),
+           "smallest failing step are within this fraction of the answer", commands=("capacity", "tune"), minimum=0),
 )
 
 
@@ -307,6 +340,8 @@ OPTIONS = options_for("load")
 PROMPT_OPTIONS = options_for("prompts")
 SWEEP_OPTIONS = options_for("sweep")
 CAPACITY_OPTIONS = options_for("capacity")
+TUNE_OPTIONS = options_for("tune")
+"""Besides every load option (the workload's settings), as capacity takes them."""
 SIM_OPTIONS = options_for("serve-sim")
 VLLM_CPU_OPTIONS = options_for("vllm-cpu")
 CROSSCHECK_OPTIONS = options_for("crosscheck")

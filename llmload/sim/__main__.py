@@ -22,7 +22,8 @@ from .engine import Engine
 from .loop import new_event_loop
 from .profiles import choose_profile
 from .sendlog import SendLog
-from .server import SimApp
+from .server import MAX_MODEL_LEN, SimApp
+from .serverflags import ServerFlags, with_flags
 
 EXIT_USAGE = 2
 
@@ -79,7 +80,8 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
     app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""),
                  fault=args.fault, fault_rate=args.fault_rate, seed=args.seed, tool_calls=args.tool_calls,
-                 tool_invalid_rate=args.tool_invalid_rate,
+                 tool_invalid_rate=args.tool_invalid_rate, max_model_len=args.max_model_len or MAX_MODEL_LEN,
+                 stream_interval=args.stream_interval,
                  identity={"gpu_profile": engine.profile.gpu, **_timings(engine, args), "speedup": args.speedup,
                            "fixed_ttft_ms": args.fixed_ttft_ms, "fixed_itl_ms": args.fixed_itl_ms})
     try:
@@ -112,7 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(settings_to_argv(sys.argv[1:] if argv is None else argv, SIM_OPTIONS))
         _validate(args)
-        profile = choose_profile(args.target_profile, args.gpu, args.model)
+        flags = ServerFlags(args.max_num_seqs, args.max_num_batched_tokens, args.gpu_memory_utilization,
+                            args.max_model_len, args.tensor_parallel_size, args.stream_interval)
+        profile = with_flags(choose_profile(args.target_profile, args.gpu, args.model), flags)
+        if profile.engine.max_num_batched_tokens < profile.engine.max_num_seqs:  # vLLM refuses the same
+            raise _UsageError(f"--max-num-batched-tokens ({profile.engine.max_num_batched_tokens}) must be greater than or "
+                              f"equal to --max-num-seqs ({profile.engine.max_num_seqs})")
         s_per_ms = 1e-3
         engine = Engine(
             profile, seed=args.seed, speedup=args.speedup,

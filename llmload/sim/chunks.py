@@ -141,6 +141,26 @@ class StreamEncoder:
         body = start + word + self._tail[finish_reason] + self._close(generated)
         return b"%x\r\n%b\r\n" % (len(body), body)
 
+    def tokens(self, first: int, last: int, reasoning_tokens: int, finish_reason: str | None) -> bytes:
+        """Tokens ``first``..``last`` in as few events as vLLM's --stream-interval sends them: one per channel they
+        span (the reasoning's words in one delta, the answer's in the next); a function call's pieces one by one."""
+        if first == last or self.call is not None and last > reasoning_tokens:
+            return b"".join(self.token(g, reasoning_tokens, finish_reason if g == last else None)
+                            for g in range(first, last + 1))
+        out = b""
+        if first <= reasoning_tokens:
+            end = min(last, reasoning_tokens)
+            words = b"".join(WORD_BYTES[(g - 1) % _N_WORDS] for g in range(first, end + 1))
+            body = self._reasoning + words + self._tail[finish_reason if end == last else None] + self._close(end)
+            out += b"%x\r\n%b\r\n" % (len(body), body)
+        if last > reasoning_tokens:
+            start_k, end_k = max(first, reasoning_tokens + 1) - reasoning_tokens, last - reasoning_tokens
+            words = b"".join(WORD_BYTES[(k - 1) % _N_WORDS] if self.json_text is None else self.json_text.escaped(k)
+                             for k in range(start_k, end_k + 1))
+            body = self._content + words + self._tail[finish_reason] + self._close(last)
+            out += b"%x\r\n%b\r\n" % (len(body), body)
+        return out
+
     def _call_token(self, generated: int, k: int, finish_reason: str | None) -> bytes:
         """An argument piece of the call; the first names the function, as vLLM's harmony parser sends it."""
         call = self.call

@@ -100,6 +100,11 @@ class ResponsesEncoder:
         """Nothing: an output item opens with its first token."""
         return b""
 
+    def tokens(self, first: int, last: int, reasoning_tokens: int, finish_reason: str | None) -> bytes:
+        """Tokens ``first``..``last`` written together (--stream-interval): each its own events, as the Responses API
+        keeps one delta per token here."""
+        return b"".join(self.token(g, reasoning_tokens, finish_reason if g == last else None) for g in range(first, last + 1))
+
     def token(self, generated: int, reasoning_tokens: int, finish_reason: str | None) -> bytes:
         """The events of the generated-th token (1-based): its delta, with the item lifecycle events around it."""
         if generated <= reasoning_tokens:

@@ -24,6 +24,8 @@ class StreamEncoding(Protocol):
 
     def token(self, generated: int, reasoning_tokens: int, finish_reason: str | None) -> bytes: ...
 
+    def tokens(self, first: int, last: int, reasoning_tokens: int, finish_reason: str | None) -> bytes: ...
+
     def closing(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int, finish_reason: str,
                 include_usage: bool, terminal: bool = True) -> bytes: ...
 
@@ -72,9 +74,12 @@ class StreamResponse(_Response):
     """SSE response: one pre-framed HTTP chunk per token."""
 
     def __init__(self, conn: HttpConnection, engine: Engine, enc: StreamEncoding, request_id: str,
-                 include_usage: bool, send_log: SendLog | None, fault: str | None = None) -> None:
+                 include_usage: bool, send_log: SendLog | None, fault: str | None = None, stream_interval: int = 1) -> None:
         super().__init__(conn, engine)
         self.enc = enc
+        self.stream_interval = stream_interval
+        """vLLM's --stream-interval: after the first token, tokens go out that many at a time (and the last at once)."""
+        self._held_from: int | None = None
         self.request_id = request_id
         self.include_usage = include_usage
         self.send_log = send_log
@@ -98,7 +103,14 @@ class StreamResponse(_Response):
             self._break_stream(seq, transport)
             return
         last = seq.state == DONE
-        chunk = self.enc.token(g, seq.reasoning_tokens, seq.finish_reason if last else None)
+        if self.stream_interval > 1 and g > 1 and not last and (g - 1) % self.stream_interval:
+            if self._held_from is None:
+                self._held_from = g  # held back, as vLLM's API server buffers a stream interval
+            return
+        first, self._held_from = self._held_from or g, None
+        finish = seq.finish_reason if last else None
+        chunk = (self.enc.tokens(first, g, seq.reasoning_tokens, finish) if first != g
+                 else self.enc.token(g, seq.reasoning_tokens, finish))
         if g == 1:
             chunk = self.enc.role() + chunk  # vLLM sends the role chunk right before token 1
         if last:

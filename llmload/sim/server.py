@@ -67,8 +67,11 @@ class SimApp:
 
     def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "", fault: str | None = None,
                  fault_rate: float = 1.0, seed: int = 0, identity: dict[str, Any] | None = None, tool_calls: int = 1,
-                 tool_invalid_rate: float = 0.0) -> None:
+                 tool_invalid_rate: float = 0.0, max_model_len: int = MAX_MODEL_LEN, stream_interval: int = 1) -> None:
         self.engine = engine
+        self.max_model_len = max_model_len
+        """vLLM's --max-model-len: a longer prompt and answer is refused with 400, as vLLM refuses it."""
+        self.stream_interval = stream_interval
         self._authorization = f"Bearer {api_key}".encode() if api_key else None
         self.identity = {"served_by": "llmload.sim", "version": VERSION, "model": engine.profile.served_model, **(identity or {})}
         self.fault = fault
@@ -139,7 +142,7 @@ class SimApp:
     def _models(self, conn: HttpConnection, req: Request) -> None:
         """GET /v1/models: the one served model."""
         card = {"id": self.model, "object": "model", "created": self.created, "owned_by": "vllm",
-                "root": self.model, "max_model_len": MAX_MODEL_LEN}
+                "root": self.model, "max_model_len": self.max_model_len}
         conn.send(200, orjson.dumps({"object": "list", "data": [card]}))
 
     def _metrics(self, conn: HttpConnection, req: Request) -> None:
@@ -189,7 +192,7 @@ class SimApp:
             tokens = text_token_ids(body["prompt"])
         else:
             tokens = prompt_token_ids(self._messages(body))
-        conn.send(200, orjson.dumps({"count": len(tokens), "max_model_len": MAX_MODEL_LEN, "tokens": tokens}))
+        conn.send(200, orjson.dumps({"count": len(tokens), "max_model_len": self.max_model_len, "tokens": tokens}))
 
     # ---- chat completions and the Responses API ----------------------------------
     def _chat_params(self, body: dict[str, Any]) -> _ChatParams:
@@ -230,11 +233,11 @@ class SimApp:
         except ValueError as e:
             raise _BadRequest(400, str(e)) from None
         prompt_tokens, blocks = prompt_blocks(messages, effort, self.engine.profile.engine.block_size)
-        room = MAX_MODEL_LEN - prompt_tokens
+        room = self.max_model_len - prompt_tokens
         if room < 1 or (max_tokens is not None and max_tokens > room):
             want = max_tokens if max_tokens is not None else 0
             raise _BadRequest(400, (
-                f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, you "
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you "
                 f"requested {prompt_tokens + want} tokens ({prompt_tokens} in the messages, {want} "
                 "in the completion). Please reduce the length of the messages or completion."))
         # Absent max_tokens still stops at the context window; ignore_eos needs an explicit one.
@@ -293,7 +296,8 @@ class SimApp:
         sink: StreamResponse | FullResponse
         if p.stream:
             enc = StreamEncoder(chat_id, created, self.model, p.prompt_tokens, p.continuous_usage)
-            sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log, fault)
+            sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log, fault,
+                                  self.stream_interval)
         else:
             sink = FullResponse(conn, self.engine, chat_id, created, self.model)
         self._start(conn, p, sink, request_id, fault)
@@ -309,7 +313,8 @@ class SimApp:
         fault = self._injected_fault(p, response_id)
         enc = ResponsesEncoder(in_progress_response(response_id, int(time.time()), self.model, body), p.prompt_tokens,
                                request_id[:32])
-        self._start(conn, p, StreamResponse(conn, self.engine, enc, request_id, True, self.send_log, fault), request_id, fault)
+        self._start(conn, p, StreamResponse(conn, self.engine, enc, request_id, True, self.send_log, fault,
+                                            self.stream_interval), request_id, fault)
 
     def _start(self, conn: HttpConnection, p: _ChatParams, sink: StreamResponse | FullResponse, request_id: str,
                fault: str | None) -> None:

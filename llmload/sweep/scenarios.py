@@ -70,6 +70,8 @@ class Scenario:
     path: Path
     server: dict[str, str]  # as written: {KEY} placeholders left in (each Cell has them filled)
     cells: tuple[Cell, ...]
+    configs: list[Any] | None = None
+    """server.configs: a tune's configurations by name (llmload/tune/grid.py reads them); None: not given."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -144,12 +146,14 @@ def _mapping(value: Any, where: str) -> dict[Any, Any]:
 
 def _server(raw: Any) -> dict[str, str]:
     for name, value in _mapping(raw, "server").items():
+        if name == "configs":
+            continue  # a tune's configurations: read by the tune
         if not isinstance(value, str):
             raise _Bad(f"server.{name}: {value!r} is not a string; quote it (YAML reads 0.10 as 0.1)")
         for key in _PLACEHOLDER.findall(value):
             if key not in _BY_KEY or key in RUNNER_KEYS:
                 raise _Bad(f"server.{name}: {{{key}}} names no scenario setting")
-    return {str(name): value for name, value in _mapping(raw, "server").items()}
+    return {str(name): value for name, value in _mapping(raw, "server").items() if name != "configs"}
 
 
 def _grid(raw: Any, defaults: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
@@ -277,6 +281,9 @@ def load_scenario(path: Path) -> Scenario:
         if not isinstance(description, str):
             raise _Bad(f"description: {description!r} is not text")
         server = _server(data.get("server"))
-        return Scenario(name, description.strip(), path, server, _cells(data, server))
+        configs = _mapping(data.get("server"), "server").get("configs")
+        if configs is not None and not isinstance(configs, list):
+            raise _Bad(f"server.configs: {configs!r} is not a list of configurations")
+        return Scenario(name, description.strip(), path, server, _cells(data, server), configs)
     except _Bad as e:
         raise ScenarioError(f"{path}: {e}") from None

@@ -238,7 +238,8 @@ class ManagedServer:
         version = str(answer["version"]) if isinstance(answer, dict) and "version" in answer else None
         _write_json(self.folder / "version.json", answer)
         _write_json(self.folder / "startup.json", {"schema_version": SCHEMA_VERSION, "name": self.launch.name,
-                                                   "startup_s": round(startup_s, 3), "models": list(models)})
+                                                   "startup_s": round(startup_s, 3), "models": list(models),
+                                                   "pgid": self.pgid})  # the group its keeper ends
         self._save_metrics("metrics_before.txt")
         with self.log.open(errors="replace") as log:
             effective = read_effective(log)

@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -169,12 +170,20 @@ def _build_model(name: str, folder: Path, python: Path, prose: list[Path]) -> No
     partial.replace(folder)
 
 
+BENCH_ENV = "LLMLOAD_VLLM_BENCH"
+"""On a host that has vLLM already (a GPU box): the command that runs `vllm bench serve` there, its tokenizer
+included, e.g. ``python3 -m vllm.entrypoints.cli.main bench serve --tokenizer /models/gpt-oss-20b``."""
+
+
 def bench_command(args: list[str]) -> list[str]:
-    """`vllm bench serve ARGS` in the vLLM venv, with a local tokenizer when ARGS names none.
+    """`vllm bench serve ARGS` in the vLLM venv, with a local tokenizer when ARGS names none; or the command
+    $LLMLOAD_VLLM_BENCH names (a host with its own vLLM).
 
     tiny-gptoss's folder holds o200k_harmony, gpt-oss's own tokenizer, so it serves any gpt-oss model;
     tiny-llama's serves tiny-llama. Without one, vLLM's bench would ask a model hub for it.
     """
+    if os.environ.get(BENCH_ENV):
+        return [*shlex.split(os.environ[BENCH_ENV]), *args]
     python = ensure_venv()
     _ensure_bench_requirements(python)
     command = [str(python.parent / "vllm"), "bench", "serve", *args]

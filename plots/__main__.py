@@ -1,7 +1,8 @@
 """python -m plots figures DIR [DIR ...] | python -m plots compare A B
 
     figures   every figure (PNG and SVG) into DIR/figures/ of the first DIR, and DIR/report.html
-              (a `make capacity` folder: its capacity figure too)
+              (a `make capacity` folder: its capacity figure too; a `make tune` folder, given alone: the
+              tune's figures and report, plots/tune.py)
               (all figures inline, the cells table, the server, the missing cells)
     compare   Markdown to stdout: B (tuned) against A (baseline), per workload both measured
 
@@ -12,12 +13,35 @@ and exits 2.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare A B"
 
 
+def _tune_figures(out: Path) -> int:
+    """A `make tune` folder (it holds tune.json): the tune's figures into OUT/figures and OUT/report.html."""
+    from llmload.results.tunefile import read_tune
+    from llmload.tune.report import tune_lines
+    from plots.tune import tune_figures
+
+    print("\n".join(tune_lines(read_tune(out))))
+    report = tune_figures(out)
+    drawn = sorted(p.name for p in (out / "figures").glob("tune_*.png"))
+    print(f"{len(drawn)} figures (PNG and SVG) in {out / 'figures'}; report: {report}")
+    return 0
+
+
 def _figures(dirs: list[str]) -> int:
     from llmload.results.storage import CAPACITY_FILE
+    from llmload.results.tunefile import TUNE_FILE
+    from plots.results import ResultsError
+
+    tunes = [d for d in dirs if (Path(d) / TUNE_FILE).is_file()]
+    if tunes and len(dirs) > 1:
+        raise ResultsError(f"{tunes[0]} is a tune's folder (it holds {TUNE_FILE}); draw it on its own: "
+                           f"make figures RESULTS={tunes[0]}")
+    if tunes:
+        return _tune_figures(Path(tunes[0]))
     from plots.capacity import load_capacity
     from plots.decision import decision_table, predicted_table
     from plots.capacity_figure import capacity_figure

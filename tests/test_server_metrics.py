@@ -126,7 +126,7 @@ def test_sample_from_vllm_011():
     assert s == MetricsSample(t_s=1.5, running=5.0, waiting=1.0, kv_cache_usage=0.25, preemptions_total=2.0,
                               prefix_cache_queries_total=2000.0, prefix_cache_hits_total=1200.0,
                               prompt_tokens_total=2000.0, generation_tokens_total=4000.0,
-                              prefix_cache_hit_rate=None, ttft_sum_s=0.9, ttft_count=12.0)
+                              prefix_cache_hit_rate=None, ttft_sum_s=0.9, ttft_count=12.0, engine="vllm")
 
 
 @pytest.mark.pure
@@ -230,7 +230,7 @@ def test_read_samples_tolerates_torn_last_line(tmp_path):
     path = tmp_path / "server_metrics.jsonl"
     good = orjson.dumps({"schema_version": 1, "t_s": 0.5, "running": 2.0, "a_future_field": 1}) + b"\n"
     path.write_bytes(good + b'{"schema_version": 1, "t_s": 1.')
-    assert read_samples(path) == [MetricsSample(t_s=0.5, running=2.0)]
+    assert read_samples(path) == [MetricsSample(t_s=0.5, running=2.0, engine="vllm")]  # version 1 read only vLLM's names
 
 
 # -- the sampler against real servers --------------------------------------------------------------

@@ -126,3 +126,45 @@ def test_where_each_clock_stops():
     assert r.ttft_s == pytest.approx(0.200) and r.ttfvt_s == pytest.approx(0.300)
     assert r.e2e_s == pytest.approx(0.500) and r.itl_s == pytest.approx([0.100])
     assert r.tpot_s == pytest.approx((0.500 - 0.200) / (2 - 1))
+
+
+def _sglang_usage(reasoning_top, details):
+    """SGLang's usage chunk as its UsageInfo dumps it (sglang 0.5.23 openai/protocol.py): reasoning_tokens on top,
+    completion_tokens_details only when there are some, prompt_tokens_details null without --enable-cache-report."""
+    return {"choices": [], "usage": {"prompt_tokens": 50, "total_tokens": 54, "completion_tokens": 4,
+                                     "prompt_tokens_details": None, "reasoning_tokens": reasoning_top,
+                                     "completion_tokens_details": details}}
+
+
+@pytest.mark.parametrize("usage,expected", [
+    (_sglang_usage(2, {"reasoning_tokens": 2}), (2, "server")),   # 0.5.23
+    (_sglang_usage(2, None), (2, "server")),                       # its own field only
+    (_sglang_usage(0, None), (2, "stream")),                       # before its fix (PR 15562): 0 whatever came
+])
+def test_sglang_streams_reasoning_content_and_counts_it_in_its_usage(usage, expected):
+    a = acc()
+    a.on_chunk(START + 0.05, delta(reasoning_content="Let"))
+    a.on_chunk(START + 0.06, delta(reasoning_content=" me"))
+    a.on_chunk(START + 0.08, delta(content="Hi"))
+    a.on_chunk(START + 0.09, delta(content="!", finish="stop"))
+    a.on_chunk(START + 0.091, usage)
+    a.on_done(START + 0.092)
+    r = a.finish(a.done_s)
+    assert abs(r.ttft_s - 0.05) < 1e-12 and abs(r.ttfvt_s - 0.08) < 1e-12
+    assert (r.reasoning_tokens, r.reasoning_source) == expected and r.cached_tokens is None
+
+
+def test_trtllm_serves_reasoning_and_usage_without_its_count():
+    # tensorrt_llm/serve/harmony_adapter.py: deltas carry tool_calls [] beside the text; the finish comes in an empty
+    # delta of its own; the usage chunk has the three counts only.
+    a = acc()
+    a.on_chunk(START + 0.04, {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": []}}]})
+    a.on_chunk(START + 0.05, delta(reasoning="Let", tool_calls=[]))
+    a.on_chunk(START + 0.06, delta(reasoning=" me", tool_calls=[]))
+    a.on_chunk(START + 0.08, delta(content="Hi", tool_calls=[]))
+    a.on_chunk(START + 0.09, delta(finish="stop"))
+    a.on_chunk(START + 0.091, usage_chunk(50, 3))
+    a.on_done(START + 0.092)
+    r = a.finish(a.done_s)
+    assert abs(r.ttft_s - 0.05) < 1e-12 and abs(r.ttfvt_s - 0.08) < 1e-12 and r.finish_reason == "stop"
+    assert (r.reasoning_tokens, r.reasoning_source, r.completion_tokens, r.token_source) == (2, "stream", 3, "server")

@@ -95,6 +95,7 @@ SUMMARY_FIELDS[8] = {**SUMMARY_FIELDS[7],
                       "ServerMessage": "category message count",
                       "CacheAccount": "intent reset declared_hit_rate server_hit_rate client_hit_rate prompts_reused "
                                       "suspect reason"}
+SUMMARY_FIELDS[9] = {**SUMMARY_FIELDS[8], "ServerVsClient": SUMMARY_FIELDS[8]["ServerVsClient"] + " engine not_exposed notes"}
 BUMP = "bump {constant} ({module}, with a line of history there) and pin the new fields in tests/test_versions.py"
 
 

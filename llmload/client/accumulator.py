@@ -4,6 +4,10 @@ Both clients feed it: the raw client with the parsed JSON of each SSE event, the
 with each chunk as a dict. This is the only place where a chunk's meaning is decided: which
 channel a token is on, what counts as a token-bearing event, which usage figure wins, when the
 stream ended (chat: ``data: [DONE]``; Responses: its terminal event).
+
+Reasoning comes in ``delta.reasoning`` (vLLM 0.32, trtllm-serve's gpt-oss stream) or ``delta.reasoning_content``
+(older vLLM, SGLang); its count in ``usage.completion_tokens_details.reasoning_tokens`` (vLLM, SGLang 0.5.23 when
+some) or SGLang's top-level ``usage.reasoning_tokens``; trtllm-serve gives none, so the stream's events count it.
 """
 
 from __future__ import annotations
@@ -110,6 +114,10 @@ class StreamAccumulator:
         details = usage.get("completion_tokens_details") or {}
         reasoning = details.get("reasoning_tokens")
         reasoning_source = "server"
+        if reasoning is None and isinstance(usage.get("reasoning_tokens"), int) and (
+                usage["reasoning_tokens"] > 0 or not self._reasoning_events):
+            # SGLang's own place (its UsageInfo); before sgl-project/sglang PR 15562 (Dec 2025) it said 0 whatever came
+            reasoning = usage["reasoning_tokens"]
         if reasoning is None:
             if self._reasoning_usage_tokens:
                 reasoning, reasoning_source = self._reasoning_usage_tokens, "stream"

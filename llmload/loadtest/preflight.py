@@ -1,4 +1,9 @@
-"""Checks before any load: the server answers, serves the model asked for, and what it is."""
+"""Checks before any load: the server answers, serves the model asked for, and what it is.
+
+What engine it is comes from /v1/models' ``owned_by`` (vLLM: vllm; SGLang: sglang, its protocol.py ModelCard;
+trtllm-serve: tensorrt_llm, its openai_protocol.py ModelCard); its version from /version (vLLM, trtllm-serve) or, for
+SGLang, which has no /version, from /server_info's ``version`` (/get_server_info before 0.5).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from llmload.promptsets.tokens import prompt_tokens
 from llmload.results.provenance import bare_model_name
 from llmload.sim.launcher import IDENTITY_PATH
 
-__all__ = ["ServerInfo", "probe_server", "check_api", "check_prefix_fits", "check_target_plays", "reset_prefix_cache",
+__all__ = ["ServerInfo", "ENGINE_BY_OWNER", "probe_server", "server_version", "check_api", "check_prefix_fits", "check_target_plays", "reset_prefix_cache",
            "simulator_identity",
            "resolve_model", "continuous_usage", "served_by", "tokenize_count"]
 
@@ -32,6 +37,27 @@ class ServerInfo:
     """The built-in target's own description (GPU profile, time scale, validation); None for any other server."""
     max_model_len: dict[str, int] = field(default_factory=dict)
     """Each model's max context in tokens, where /v1/models tells (vLLM's ``max_model_len``)."""
+    engine: str | None = None
+    """The engine /v1/models names (ENGINE_BY_OWNER: vllm, sglang, trtllm); None for another server."""
+
+
+ENGINE_BY_OWNER = {"vllm": "vllm", "sglang": "sglang", "tensorrt_llm": "trtllm"}
+"""/v1/models' ``owned_by`` by engine: what each engine writes in its model cards."""
+_VERSION_PATHS = ("/version", "/server_info", "/get_server_info")
+"""Where a server says its version: vLLM's and trtllm-serve's /version, SGLang's /server_info (0.5) or /get_server_info."""
+
+
+def server_version(root: str, api_key: str = "", timeout_s: float = 10.0, engine: str | None = None) -> tuple[str | None, Any]:
+    """(version, the answer it came from) by /version, or SGLang's /server_info and /get_server_info when ``engine``
+    is sglang; (None, None) when the server says none."""
+    for path in _VERSION_PATHS if engine == "sglang" else _VERSION_PATHS[:1]:
+        try:
+            answer = get_json(f"{root}{path}", api_key, timeout_s)
+        except (ControlCallFailed, ValueError):  # any failure just means "not there"
+            continue
+        if isinstance(answer, dict) and answer.get("version") is not None:
+            return str(answer["version"]), answer if path == "/version" else {"version": answer["version"], "from": path}
+    return None, None
 
 
 _TLS_HANDSHAKE_S = 3.0
@@ -81,15 +107,14 @@ def probe_server(base_url: str, api_key: str = "", timeout_s: float = 10.0, sett
         raise ServerError(f"{setting}={base_url}: /v1/models has no data[].id list") from None
     max_model_len = {str(m["id"]): m["max_model_len"] for m in listing["data"]
                      if isinstance(m.get("max_model_len"), int) and not isinstance(m["max_model_len"], bool)}
-    try:
-        version = str(get_json(f"{root}/version", api_key, timeout_s)["version"])
-    except (ControlCallFailed, KeyError, TypeError, ValueError):  # any failure just means "not vLLM"
-        version = None
+    owners = {m.get("owned_by") for m in listing["data"] if isinstance(m, dict)}
+    engine = ENGINE_BY_OWNER.get(owners.pop()) if len(owners) == 1 else None
+    version = server_version(root, api_key, timeout_s, engine)[0]
     try:
         simulator = simulator_identity(root, api_key, timeout_s)
     except ControlCallFailed:
         simulator = None
-    return ServerInfo(root, models, version, simulator, max_model_len)
+    return ServerInfo(root, models, version, simulator, max_model_len, engine)
 
 
 def check_api(info: ServerInfo, api: str, api_key: str = "", timeout_s: float = 10.0) -> None:
@@ -151,8 +176,12 @@ def check_prefix_fits(prefix_tokens: int, info: ServerInfo, model: str) -> None:
 
 
 def continuous_usage(choice: str, info: ServerInfo) -> bool:
-    """CONTINUOUS_USAGE resolved: ``auto`` asks for usage on every chunk only from vLLM (it answers /version)."""
-    return choice == "on" or (choice == "auto" and info.version is not None)
+    """CONTINUOUS_USAGE resolved: ``auto`` asks for usage on every chunk from vLLM and SGLang (0.5 serves
+    ``continuous_usage_stats``), not from trtllm-serve (its gpt-oss path reads no stream_options), and from a server
+    of no known engine only when it answers /version, as vLLM does."""
+    if choice != "auto":
+        return choice == "on"
+    return info.engine in ("vllm", "sglang") if info.engine is not None else info.version is not None
 
 
 def served_by(info: ServerInfo, model: str) -> dict[str, Any]:
@@ -166,8 +195,9 @@ def served_by(info: ServerInfo, model: str) -> dict[str, Any]:
         return {"name": str(sim.get("served_by", "llmload.sim")), "rehearsal": True, "version": sim.get("version"),
                 "model": model, "gpu_profile": sim.get("gpu_profile"), "speedup": float(sim.get("speedup") or 1.0),
                 "profile": sim.get("profile"), "profile_kind": sim.get("profile_kind"),
-                "validation": sim.get("validation"), "host": info.base_url}
-    return {"name": "server", "rehearsal": False, "version": info.version, "model": model, "host": info.base_url}
+                "validation": sim.get("validation"), "host": info.base_url, "engine": sim.get("dialect", "vllm")}
+    return {"name": "server", "rehearsal": False, "version": info.version, "model": model, "host": info.base_url,
+            "engine": info.engine}
 
 
 def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]], api_key: str = "", timeout_s: float = 30.0) -> int:
@@ -186,15 +216,26 @@ def tokenize_count(info: ServerInfo, model: str, messages: list[dict[str, str]],
 RESET_PATH = "/reset_prefix_cache"
 
 
+FLUSH_PATH = "/flush_cache"
+"""SGLang's reset of its radix (prefix) cache: 200, or 400 while requests run (sglang http_server.py flush_cache)."""
+
+
 def reset_prefix_cache(base_url: str, api_key: str = "", timeout_s: float = 30.0) -> str:
     """CACHE_RESET=on: ask the server to empty its prefix cache (vLLM's POST /reset_prefix_cache, which it serves with
-    VLLM_SERVER_DEV_MODE=1); what came of it, in words (the result block and summary.json say it)."""
+    VLLM_SERVER_DEV_MODE=1; where that is not offered, SGLang's POST /flush_cache); what came of it, in words (the
+    result block and summary.json say it). trtllm-serve offers neither."""
     try:
         request(f"{base_url}{RESET_PATH}", api_key, timeout_s, {})
     except ControlCallFailed as e:
         if e.status in (404, 405):
-            return (f"not offered: POST {RESET_PATH} answered {e.reason} (vLLM serves it with VLLM_SERVER_DEV_MODE=1); "
-                    "the run went on with the cache as it was")
+            try:
+                request(f"{base_url}{FLUSH_PATH}", api_key, timeout_s, {})
+                return f"done before the run (POST {FLUSH_PATH}, SGLang's)"
+            except ControlCallFailed as flush:
+                if flush.status not in (404, 405):
+                    return f"failed: POST {FLUSH_PATH} (SGLang's): {flush.reason}; the run went on with the cache as it was"
+            return (f"not offered: POST {RESET_PATH} answered {e.reason} (vLLM serves it with VLLM_SERVER_DEV_MODE=1), "
+                    f"and POST {FLUSH_PATH} (SGLang's) neither; the run went on with the cache as it was")
         return f"failed: POST {RESET_PATH}: {e.reason}; the run went on with the cache as it was"
     return f"done before the run (POST {RESET_PATH})"
 

@@ -324,6 +324,7 @@ class RunOwner(RunSession):
         self.writer.close()
         records = list(read_records(self.writer.path))
         window = self.server_window.close(sum(1 for r in records if r.ok), self.run_dir / SERVER_WINDOW_FILE)
+        self.config["server_metrics"] = self.server_window.describe()  # where they were, whose, or why none
         summary = summarize(records, self.config, check(loads), window, slos=self.slos, mix_efforts=self.mix_efforts)
         write_summary(self.run_dir, dataclasses.replace(summary, interrupted_by=stop_signal(environment),
                                                         stopped_early=self.stopped_early))

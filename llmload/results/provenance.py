@@ -48,9 +48,15 @@ def served_by_text(served_by: dict[str, Any] | None) -> str:
     if served_by is None:
         return "not recorded (results written before the suite recorded it)"
     model = served_by.get("model") or "?"
+    engine = _ENGINE_TITLES.get(served_by.get("engine") or "")
     if is_rehearsal(served_by):
-        return (f"{rehearsal_label(served_by)}: {served_by.get('name')} {served_by.get('version') or ''} serving {model}; "
-                "simulated timings, not a measurement").replace("  ", " ")
+        speaking = f" speaking as {engine}" if engine and served_by.get("engine") != "vllm" else ""
+        return (f"{rehearsal_label(served_by)}: {served_by.get('name')} {served_by.get('version') or ''}{speaking} serving "
+                f"{model}; simulated timings, not a measurement").replace("  ", " ")
     version = served_by.get("version")
     reported = f"reports version {version}" if version else "reports no version (no /version)"
-    return f"the server at {served_by.get('host') or '?'} ({reported}) serving {model}"
+    return f"the server at {served_by.get('host') or '?'} ({f'{engine}, ' if engine else ''}{reported}) serving {model}"
+
+
+_ENGINE_TITLES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "trtllm-serve"}
+"""served_by's ``engine`` (what /v1/models' owned_by names) in words."""

@@ -8,6 +8,10 @@ account points to: a server that sent its tokens in bursts (several in one event
 once its front end fell behind), the client's own lag, or else time spent outside the server's clock
 (its front end or the network). Queueing on the server, inside its own
 TTFT, is named when it takes most of that TTFT.
+
+The account is read under the names of the engine that served (vLLM, SGLang, trtllm-serve: engine_metrics.py); a
+figure that engine does not expose is said (``not_exposed``), never taken as 0, and a figure that means something
+else than vLLM's is said too (``notes``: trtllm-serve's ITL is the mean of per-request TPOTs).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Sequence
 from llmload.results.delivery import BURST_TOKENS_PER_EVENT, TokenDelivery, token_delivery
 from llmload.results.generator import MASTER, GeneratorCheck
 from llmload.results.records import RequestRecord
-from llmload.results.server_metrics import MetricsSample, counter_increase, prefix_cache_hit_rate
+from llmload.results.engine_metrics import not_exposed, notes_of
+from llmload.results.server_metrics import MetricsSample, prefix_cache_hit_rate, window_increase
 from llmload.timescale import TimeScale
 
 __all__ = ["TTFT_ALLOWANCE_MS", "HIDDEN_LEAD_TOKENS", "E2E_FRONT_END_SHARE", "BURST_GAP_SHARE", "QUEUE_SHARE", "ServerAccount",
@@ -59,6 +64,12 @@ class ServerAccount:
     """Time requests waited in its queue (inside its TTFT): a client cannot see it."""
     prefix_cache_hit_rate: float | None = None
     """Its prefix cache's hits over its queries (prompt tokens) in the window; None without both counters."""
+    engine: str | None = None
+    """Whose metric names it was read under (engine_metrics.py's keys)."""
+    not_exposed: tuple[str, ...] = ()
+    """The figures it lacks, one sentence each ("generation tokens: not exposed by trtllm-serve (...)")."""
+    notes: tuple[str, ...] = ()
+    """Its figures that mean something else than vLLM's, one sentence each."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +109,18 @@ class ServerVsClient:
     causes: tuple[str, ...] = ()
     """What the account shows behind the times, one sentence each, named first (bursts, queueing on the server,
     the client's own lag, outside the server's clock)."""
+    engine: str | None = None
+    """Whose metric names the server's figures were read under (engine_metrics.py's keys: vllm, sglang, trtllm, ...)."""
+    not_exposed: tuple[str, ...] = ()
+    """The server's figures its engine does not expose (or its metrics lacked), one sentence each: None above, not 0."""
+    notes: tuple[str, ...] = ()
+    """The server's figures that mean something else than vLLM's, one sentence each."""
 
 
 def _window_increase(before: MetricsSample, after: MetricsSample, name: str) -> float | None:
     """The counter's increase over the window; None when a scrape lacks it or the server restarted inside
     the window: what it counted before the restart is gone, so there is nothing to set beside the client's."""
-    increase = counter_increase((before, after), name)
+    increase = window_increase(before, after, name)
     return None if increase is None or increase.restarted else increase.total
 
 
@@ -126,7 +143,15 @@ def server_account(before: MetricsSample, after: MetricsSample) -> ServerAccount
                          generation_tokens=_count(before, after, "generation_tokens_total"),
                          mean_ttft_ms=_mean_ms(before, after, "ttft"), mean_itl_ms=_mean_ms(before, after, "itl"),
                          mean_e2e_ms=_mean_ms(before, after, "e2e"), mean_queue_ms=_mean_ms(before, after, "queue"),
-                         prefix_cache_hit_rate=prefix_cache_hit_rate(before, after))
+                         prefix_cache_hit_rate=prefix_cache_hit_rate(before, after), engine=after.engine,
+                         not_exposed=not_exposed(after.engine, lambda name: getattr(after, name) is not None, _FIGURES),
+                         notes=notes_of(after.engine, _FIGURES))
+
+
+_FIGURES = ("requests finished", "prompt tokens", "generation tokens", "TTFT", "ITL", "E2E", "queue time",
+            "prefix-cache hit rate", "preemptions", "KV-cache usage")
+"""The figures of the account, and the two the suite's other summaries read from the same metrics (sweep, capacity):
+engine_metrics.ACCOUNT_FIGURES' names."""
 
 
 PLAYED_TIMES = ("server_mean_ttft_ms", "client_mean_ttft_ms", "server_mean_itl_ms", "client_mean_itl_ms",
@@ -240,4 +265,4 @@ def reconcile(before: MetricsSample, after: MetricsSample, records: Sequence[Req
         server_mean_queue_ms=server.mean_queue_ms, ttft_allowance_ms=ttft_allowance_ms,
         suspect=bool(reasons), reasons=tuple(reasons), e2e_allowance_ms=e2e_allowance_ms,
         tokens_per_event=delivery.tokens_per_event, tokens_per_burst=tokens_per_burst, client_lag_p99_ms=lag_ms,
-        causes=tuple(causes))
+        causes=tuple(causes), engine=server.engine, not_exposed=server.not_exposed, notes=server.notes)

@@ -16,6 +16,7 @@ from llmload.results.predicted import PREDICTED_RUN_METRICS
 from llmload.results.slo import verdict_word
 from llmload.timescale import REAL_TIME, TimeScale, time_scale_of
 from llmload.results.provenance import is_rehearsal, served_by_of, served_by_text
+from llmload.results.engine_metrics import title_of
 from llmload.results.reconcile import ServerVsClient, played_account
 from llmload.results.summary import ArrivalStats, Distribution, Measures, Summary
 
@@ -219,36 +220,46 @@ def _pair(server: Any, client: Any) -> str:
     return f"{_number(server)} / {_number(client)}"
 
 
-def _server_account(account: ServerVsClient | None, scale: TimeScale = REAL_TIME) -> list[str]:
-    """The server's own /metrics over the run's window beside the client's figures, and the verdict; a rehearsal's
-    times predicted for the GPU it played, like every other figure, with the raw (the target's) beside them."""
+def _server_account(account: ServerVsClient | None, scale: TimeScale = REAL_TIME,
+                    missing: str | None = None) -> list[str]:
+    """The server's own metrics over the run's window beside the client's figures, and the verdict; a rehearsal's
+    times predicted for the GPU it played, like every other figure, with the raw (the target's) beside them. A figure
+    the engine does not expose reads "not exposed", and each is said below; no account at all says why (``missing``)."""
     if account is None:
-        return []
+        return [_rule("Server's own account"), f"None: {missing}"] if missing else []
     a = played_account(account, scale)
+    unexposed = {line.split(":", 1)[0]: "not exposed" if "not exposed" in line else "absent" for line in a.not_exposed}
 
-    def times(label: str, server: str, client: str) -> str:
-        row = _row(label, _pair(getattr(a, server), getattr(a, client)))
-        return row + (f"  raw: {_pair(getattr(account, server), getattr(account, client))}" if scale.sped_up else "")
+    def pair(figure: str, server: Any, client: Any) -> str:
+        return f"{unexposed[figure]} / {_number(client)}" if server is None and figure in unexposed else _pair(server, client)
+
+    def times(label: str, figure: str, server: str, client: str) -> str:
+        row = _row(label, pair(figure, getattr(a, server), getattr(a, client)))
+        return row + (f"  raw: {pair(figure, getattr(account, server), getattr(account, client))}" if scale.sped_up else "")
 
     verdict = "SUSPECT: " + "; ".join(a.reasons) if a.suspect else "no (counts equal, TTFT and E2E within reach)"
-    title = "Server's own account (/metrics): predicted server / client" if scale.sped_up else \
-        "Server's own account (/metrics): server / client"
-    queue = _row("Mean queue time, server only (ms):", a.server_mean_queue_ms) + (
+    whose = f"{title_of(a.engine)}'s metrics" if a.engine else "/metrics"
+    title = f"Server's own account ({whose}): predicted server / client" if scale.sped_up else \
+        f"Server's own account ({whose}): server / client"
+    queue = _row("Mean queue time, server only (ms):", unexposed.get("queue time") if a.server_mean_queue_ms is None
+                 else a.server_mean_queue_ms) + (
         f"  raw: {_number(account.server_mean_queue_ms)}" if scale.sped_up else "")
     return [
         _rule(title),
         *([f"Times predicted for the GPU played ({scale.conversion_text()}); raw: the target's ({scale.text()})"]
           if scale.sped_up else []),
-        _row("Requests finished:", _pair(a.server_requests, a.client_requests)),
-        _row("Prompt tokens:", _pair(a.server_prompt_tokens, a.client_prompt_tokens)),
-        _row("Generation tokens:", _pair(a.server_generation_tokens, a.client_generation_tokens)),
-        times("Mean TTFT (ms):", "server_mean_ttft_ms", "client_mean_ttft_ms"),
-        times("Mean ITL (ms):", "server_mean_itl_ms", "client_mean_itl_ms"),
-        times("Mean E2EL (ms):", "server_mean_e2e_ms", "client_mean_e2e_ms"),
+        _row("Requests finished:", pair("requests finished", a.server_requests, a.client_requests)),
+        _row("Prompt tokens:", pair("prompt tokens", a.server_prompt_tokens, a.client_prompt_tokens)),
+        _row("Generation tokens:", pair("generation tokens", a.server_generation_tokens, a.client_generation_tokens)),
+        times("Mean TTFT (ms):", "TTFT", "server_mean_ttft_ms", "client_mean_ttft_ms"),
+        times("Mean ITL (ms):", "ITL", "server_mean_itl_ms", "client_mean_itl_ms"),
+        times("Mean E2EL (ms):", "E2E", "server_mean_e2e_ms", "client_mean_e2e_ms"),
         queue,
         _row("Tokens per event / per burst, client:", f"{_number(a.tokens_per_event, 1)} / {_number(a.tokens_per_burst, 1)}"),
         f"Suspect: {verdict}" + (" (judged on the target's clock)" if a.suspect and scale.sped_up else ""),
         *(f"Cause found: {cause}" for cause in a.causes),
+        *(f"Not exposed: {line}" for line in a.not_exposed),
+        *(f"Note: {line}" for line in a.notes),
     ]
 
 
@@ -301,7 +312,8 @@ def format_result(summary: Summary) -> str:
     for effort, part in summary.by_effort.items():
         lines += _group_part(f"Effort {effort}", part, summary.requests_ok, time_scale_of(config))
     lines += _cache_rows(summary) + _turn_rows(summary)
-    lines += _server_account(summary.server_vs_client, time_scale_of(config))
+    lines += _server_account(summary.server_vs_client, time_scale_of(config),
+                             (config.get("server_metrics") or {}).get("missing"))
     if summary.errors:
         lines.append(_row("Errors:", ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items()))))
     generator = summary.generator

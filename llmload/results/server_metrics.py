@@ -1,23 +1,29 @@
-"""The server's view of a run: vLLM's Prometheus /metrics (>= 0.10 names or older) parsed into
-samples, and a series of samples summarised. Pure: llmload.sweep.sampler does the fetching."""
+"""The server's view of a run: its Prometheus metrics (vLLM's names, >= 0.10 or older; SGLang's; trtllm-serve's: see
+engine_metrics.py) parsed into samples, and a series of samples summarised. Pure: llmload.sweep.sampler does the
+fetching.
+
+server_window.jsonl's versions (``schema_version``): 1, vLLM's names only; 2 (2026-12-06), ``engine``: whose names
+the sample was read under.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Sequence
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmload.results.engine_metrics import detect_engine, engine_names
 from llmload.results.jsonl import iter_json_lines
 
 __all__ = ["METRICS_SCHEMA_VERSION", "MetricsSample", "MetricsSummary", "Increase",
-           "parse_prometheus", "read_samples", "sample_from", "counter_increase", "prefix_cache_hit_rate",
-           "summarize_samples"]
+           "parse_prometheus", "read_samples", "sample_from", "counter_increase", "window_increase",
+           "prefix_cache_hit_rate", "summarize_samples"]
 
-METRICS_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -58,6 +64,8 @@ class MetricsSample:
     e2e_count: float | None = None
     queue_sum_s: float | None = None
     queue_count: float | None = None
+    engine: str | None = None
+    """Whose names it was read under (engine_metrics.py's keys: vllm, sglang, trtllm, trtllm-1.0); None: no engine's."""
 
     def to_json_line(self) -> bytes:
         """The sample as one line of a metrics JSONL file (``read_samples`` reads it back)."""
@@ -75,34 +83,29 @@ def _pick(values: dict[str, float], *names: str) -> float | None:
 
 
 def sample_from(values: dict[str, float], t_s: float) -> MetricsSample:
-    """Map parsed Prometheus values (new names first, then older vLLM's) onto a MetricsSample."""
-    v = values  # short, so each mapping fits one line
-    return MetricsSample(
-        t_s=t_s,
-        running=_pick(v, "vllm:num_requests_running"),
-        waiting=_pick(v, "vllm:num_requests_waiting"),
-        kv_cache_usage=_pick(v, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        preemptions_total=_pick(v, "vllm:num_preemptions_total"),
-        prefix_cache_queries_total=_pick(v, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-        prefix_cache_hits_total=_pick(v, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-        prompt_tokens_total=_pick(v, "vllm:prompt_tokens_total"),
-        generation_tokens_total=_pick(v, "vllm:generation_tokens_total"),
-        prefix_cache_hit_rate=_pick(v, "vllm:gpu_prefix_cache_hit_rate"),
-        ttft_sum_s=_pick(v, "vllm:time_to_first_token_seconds_sum"),
-        ttft_count=_pick(v, "vllm:time_to_first_token_seconds_count"),
-        itl_sum_s=_pick(v, "vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum"),
-        itl_count=_pick(v, "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count"),
-        e2e_sum_s=_pick(v, "vllm:e2e_request_latency_seconds_sum"),
-        e2e_count=_pick(v, "vllm:e2e_request_latency_seconds_count"),
-        queue_sum_s=_pick(v, "vllm:request_queue_time_seconds_sum"),
-        queue_count=_pick(v, "vllm:request_queue_time_seconds_count"),
-    )
+    """Map parsed Prometheus values onto a MetricsSample under the names of the engine they are (vLLM's new names
+    first, then its older ones; SGLang's; trtllm-serve's: engine_metrics.py); an engine's cached-token counter absent
+    from a version that has it reads 0 (it moves only when a request found cached tokens)."""
+    names = detect_engine(values)
+    if names is None:
+        return MetricsSample(t_s=t_s)
+    picked = {name: _pick(values, *aliases) for name, aliases in names.names.items()}
+    if names.hits_zero_with and picked.get("prefix_cache_hits_total") is None and _pick(values, names.hits_zero_with) is not None:
+        picked["prefix_cache_hits_total"] = 0.0
+    return MetricsSample(t_s=t_s, engine=names.key, **picked)
 
 
 def read_samples(path: Path) -> list[MetricsSample]:
-    """The samples of a metrics JSONL file, skipping a torn last line."""
+    """The samples of a metrics JSONL file, skipping a torn last line; a version-1 line that holds a figure was read
+    under vLLM's names (the only ones that version read)."""
     known = {f.name for f in fields(MetricsSample)}
-    return [MetricsSample(**{k: v for k, v in row.items() if k in known}) for row in iter_json_lines(path)]
+    samples = []
+    for row in iter_json_lines(path):
+        sample = MetricsSample(**{k: v for k, v in row.items() if k in known})
+        if row.get("schema_version", 1) == 1 and any(v is not None for k, v in row.items() if k in known - {"t_s"}):
+            sample = replace(sample, engine="vllm")
+        samples.append(sample)
+    return samples
 
 
 @dataclass(frozen=True)
@@ -149,10 +152,19 @@ def counter_increase(samples: Sequence[MetricsSample], name: str) -> Increase | 
     return Increase(sum(steps), pts[-1][0] - pts[0][0], any(b < a for (_, a), (_, b) in zip(pts, pts[1:])))
 
 
+def window_increase(before: MetricsSample, after: MetricsSample, name: str) -> Increase | None:
+    """counter_increase over two scrapes, where an engine whose request families appear only once written
+    (engine_metrics.py: SGLang, trtllm-serve) had ``name`` at 0 before when only the scrape after has it."""
+    names = engine_names(after.engine)
+    if getattr(before, name) is None and getattr(after, name) is not None and names is not None and names.lazy_families:
+        before = replace(before, **{name: 0.0})
+    return counter_increase((before, after), name)
+
+
 def prefix_cache_hit_rate(before: MetricsSample, after: MetricsSample) -> float | None:
     """The prefix cache's hits over its queries (in tokens) between two scrapes; None without both counters, without
     a query between them, or across a server restart (what it counted before is gone)."""
-    hits, queries = counter_increase((before, after), "prefix_cache_hits_total"), counter_increase((before, after), "prefix_cache_queries_total")
+    hits, queries = window_increase(before, after, "prefix_cache_hits_total"), window_increase(before, after, "prefix_cache_queries_total")
     if hits is None or queries is None or hits.restarted or queries.restarted or not queries.total:
         return None
     return hits.total / queries.total

@@ -28,6 +28,9 @@ file lacks taking its default or None, and names a newer one in one line):
        config.time_scale (the SPEEDUP the run took from its target); cost priced from the predicted rates; cache
        (CACHE's intent, the declared, server's and answers' hit rates, prompts reused, the flag); server_failures
        (requests the server refused or broke, its messages); generator cause server_failed.
+    9  2026-12-06: server_vs_client's engine (whose metric names the server's account was read under: vLLM's,
+       SGLang's, trtllm-serve's), not_exposed (the figures that engine does not expose, said, not 0) and notes (figures
+       that mean something else than vLLM's).
 
 tests/test_versions.py pins each version's fields: a change of fields needs a new version and its line here.
 """
@@ -65,7 +68,7 @@ __all__ = ["SUMMARY_SCHEMA_VERSION", "Distribution", "TokenStats", "Measures", "
            "token_stats", "measure", "breakdown", "arrival_stats", "summarize", "check_metric_path", "metric_value",
            "metric_ci95"]
 
-SUMMARY_SCHEMA_VERSION = 8
+SUMMARY_SCHEMA_VERSION = 9
 
 
 def _with_table_fields(cls: type) -> type:

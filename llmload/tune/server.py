@@ -9,7 +9,12 @@
 The command must stay in the foreground while it serves (`docker run --rm`, not `docker run -d`; `ssh` without
 `-f`): its exit is read as the server's, and what it left running outside its process group is out of reach.
 Files in ``folder``: launch.json (secrets as ***), server.log, version.json, startup.json, effective.json,
-metrics_before.txt and metrics_after.txt (when the server has /metrics).
+metrics_before.txt and metrics_after.txt (when the server has Prometheus metrics: vLLM's and SGLang's /metrics,
+trtllm-serve's /prometheus/metrics).
+
+Ready is /health answering 200 (or 404: it has none) and /v1/models listing a model: SGLang's /health says 503 until
+its warm-up request is served, though its /v1/models answers before; trtllm-serve's and vLLM's say 200 once they serve.
+The engine is what /v1/models' owned_by names; its version /version's, or SGLang's /server_info's.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmload.errors import ConfigError, ControlCallFailed, ServerFailed
+from llmload.loadtest.preflight import ENGINE_BY_OWNER, server_version
+from llmload.results.engine_metrics import METRICS_PATHS
 from llmload.results.server_metrics import parse_prometheus
 from llmload.system.control_http import get_json, request
 from llmload.system.listening import check_port_free
@@ -74,6 +81,8 @@ class Ready:
     """GET /version's (vLLM's); None when the server has no such route."""
     effective: dict[str, Any]
     """What its log says it ran with (effective.read_effective)."""
+    engine: str | None = None
+    """What /v1/models' owned_by names: vllm, sglang, trtllm (preflight.ENGINE_BY_OWNER); None for another server."""
 
 
 def fill_port(name: str, command: str | Sequence[str], port: int, env: dict[str, str] | None = None) -> Launch:
@@ -132,6 +141,7 @@ class ManagedServer:
         self.log = self.folder / "server.log"
         self._process: subprocess.Popen | None = None
         self._ended = False  # its group is gone
+        self._engine: str | None = None  # what its /v1/models' owned_by names
         self._stopped = False  # stop() ran
 
     @property
@@ -221,7 +231,10 @@ class ManagedServer:
                 return ()
         try:
             listing = get_json(f"{root}/v1/models", self.api_key, _PROBE_TIMEOUT_S)
-            return tuple(str(model["id"]) for model in listing["data"])
+            models = tuple(str(model["id"]) for model in listing["data"])
+            owners = {model.get("owned_by") for model in listing["data"]}
+            self._engine = ENGINE_BY_OWNER.get(owners.pop()) if len(owners) == 1 else None
+            return models
         except ControlCallFailed as e:
             if e.status in (401, 403):
                 hint = "the API key was refused" if self.api_key else "it needs an API key: give API_KEY"
@@ -231,29 +244,29 @@ class ManagedServer:
             return ()
 
     def _record_ready(self, startup_s: float, models: tuple[str, ...]) -> Ready:
-        try:
-            answer = get_json(f"{self.launch.base_url}/version", self.api_key, _PROBE_TIMEOUT_S)
-        except (ControlCallFailed, ValueError):
-            answer = None
-        version = str(answer["version"]) if isinstance(answer, dict) and "version" in answer else None
+        version, answer = server_version(self.launch.base_url, self.api_key, _PROBE_TIMEOUT_S, self._engine)
         _write_json(self.folder / "version.json", answer)
         _write_json(self.folder / "startup.json", {"schema_version": SCHEMA_VERSION, "name": self.launch.name,
                                                    "startup_s": round(startup_s, 3), "models": list(models),
+                                                   "engine": self._engine,
                                                    "pgid": self.pgid})  # the group its keeper ends
         self._save_metrics("metrics_before.txt")
         with self.log.open(errors="replace") as log:
             effective = read_effective(log)
         _write_json(self.folder / "effective.json", effective)
-        return Ready(startup_s, models, version, effective)
+        return Ready(startup_s, models, version, effective, self._engine)
 
     def _save_metrics(self, name: str) -> None:
-        """GET /metrics into ``name``; nothing when the server has no Prometheus text there."""
-        try:
-            text = request(f"{self.launch.base_url}/metrics", self.api_key, 10.0).decode(errors="replace")
-        except ControlCallFailed:
-            return
-        if parse_prometheus(text):
-            (self.folder / name).write_text(text)
+        """GET /metrics (else trtllm-serve's /prometheus/metrics: its /metrics is JSON) into ``name``; nothing when the
+        server has Prometheus text at neither."""
+        for path in METRICS_PATHS:
+            try:
+                text = request(f"{self.launch.base_url}{path}", self.api_key, 10.0).decode(errors="replace")
+            except ControlCallFailed:
+                continue
+            if parse_prometheus(text):
+                (self.folder / name).write_text(text)
+                return
 
     def _end_group(self) -> None:
         """Stop the group through its keeper (it signals SIGINT, SIGTERM, SIGKILL); SIGKILL it ourselves when the

@@ -299,6 +299,10 @@ TABLE: tuple[Option, ...] = (
            "over N GPUs (weight reads and compute split N ways, N GPUs' memory)", commands=("serve-sim",), minimum=1),
     Option("STREAM_INTERVAL", "--stream-interval", "stream_interval", 1, "vLLM's --stream-interval: tokens per event "
            "after the first (gpt-oss's recipe sets 20)", commands=("serve-sim",), minimum=1),
+    Option("DIALECT", "--dialect", "dialect", "vllm", "the engine the built-in target speaks as (llmload/sim/dialects.py): "
+           "vllm; sglang (its routes, delta.reasoning_content, its usage, sglang: metrics); trtllm (trtllm-serve's "
+           "routes, JSON /metrics, trtllm_ metrics at /prometheus/metrics)", choices=("vllm", "sglang", "trtllm"),
+           commands=("serve-sim",)),
     Option("CAPACITY_BY", "--capacity-by", "capacity_by", "users", "what the capacity search varies: USERS (closed loop) "
            "or RATE (open loop)", choices=("users", "rate"), commands=("capacity", "tune")),
     Option("CAPACITY_START", "--capacity-start", "capacity_start", 1.0, "the first USERS (or RATE) tried; the search doubles "

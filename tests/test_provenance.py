@@ -61,5 +61,6 @@ def test_a_host_that_is_the_built_in_target_is_a_rehearsal_too(sim_fixed, tmp_pa
     served_by = json.loads((out / "summary.json").read_text())["config"]["served_by"]
     assert served_by == {"name": "llmload.sim", "rehearsal": True, "version": "0.32.0-sim", "model": "openai/gpt-oss-20b",
                          "gpu_profile": "h100", "speedup": 1.0, "host": sim_fixed, "profile": None,
-                         "profile_kind": "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS)"}
+                         "profile_kind": "fixed timings (FIXED_TTFT_MS, FIXED_ITL_MS)", "engine": "vllm",
+                         "validation": {"status": "fixed", "method": "fixed timings: no model"}}
     assert "REHEARSAL" in done.stdout

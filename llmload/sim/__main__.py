@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import time
 from typing import Any, NoReturn
 
 from llmload.errors import ConfigError
@@ -18,6 +19,7 @@ from llmload.promptsets.tokens import harmony_encoding
 from llmload.settings import add_suite_options, settings_to_argv
 
 from .chunks import FAULTS
+from .dialects import dialect_of
 from .engine import Engine
 from .loop import new_event_loop
 from .profiles import choose_profile
@@ -77,11 +79,12 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     """Bind, announce READY, run until SIGTERM/SIGINT."""
     loop = asyncio.get_running_loop()
     harmony_encoding()  # load the tokenizer (~1 s) before READY, not inside the first request
+    dialect = dialect_of(args.dialect)
     # The key the target requires, as vLLM's --api-key; make serve-sim API_KEY=... passes it in the environment.
     app = SimApp(engine, send_log, args.api_key or os.environ.get("API_KEY") or os.environ.get("VLLM_API_KEY", ""),
                  fault=args.fault, fault_rate=args.fault_rate, seed=args.seed, tool_calls=args.tool_calls,
                  tool_invalid_rate=args.tool_invalid_rate, max_model_len=args.max_model_len or MAX_MODEL_LEN,
-                 stream_interval=args.stream_interval,
+                 stream_interval=args.stream_interval, dialect=dialect,
                  identity={"gpu_profile": engine.profile.gpu, **_timings(engine, args), "speedup": args.speedup,
                            "fixed_ttft_ms": args.fixed_ttft_ms, "fixed_itl_ms": args.fixed_itl_ms})
     try:
@@ -99,6 +102,13 @@ async def _serve(args: argparse.Namespace, engine: Engine, send_log: SendLog | N
     port = server.sockets[0].getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"READY http://{host}:{port}", flush=True)
+    if dialect.name == "sglang":  # the lines SGLang logs (engine.py, http_server.py), which make tune reads
+        engine_flags = engine.profile.engine
+        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] server_args=ServerArgs(model_path='{engine.profile.served_model}', "
+              f"context_length={app.max_model_len}, max_running_requests={engine_flags.max_num_seqs}, "
+              f"chunked_prefill_size={engine_flags.max_num_batched_tokens}, tp_size={args.tensor_parallel_size}, "
+              f"stream_interval={args.stream_interval}, enable_metrics=True, reasoning_parser='gpt-oss', port={port})\n"
+              f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] The server is fired up and ready to roll!", file=sys.stderr, flush=True)
     await stop.wait()
     server.close()
     for conn in list(app.connections):

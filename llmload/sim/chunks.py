@@ -87,15 +87,15 @@ class StreamEncoder:
     """
 
     __slots__ = ("_head", "_reasoning", "_content", "_call_next", "_tail", "_usage_tail", "prompt_tokens",
-                 "continuous_usage", "call", "json_text")
+                 "continuous_usage", "call", "json_text", "usage_style")
 
     def __init__(self, chat_id: str, created: int, model: str, prompt_tokens: int,
-                 continuous_usage: bool) -> None:
+                 continuous_usage: bool, reasoning_key: str = "reasoning", usage_style: str = "vllm") -> None:
         # orjson quotes and escapes the client-controlled id and model once per request.
         self._head = (b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model":%b,'
                       % (orjson.dumps(chat_id), created, orjson.dumps(model)))
         choice = self._head + b'"choices":[{"index":0,"delta":{'
-        self._reasoning = choice + b'"reasoning":"'
+        self._reasoning = choice + b'"%b":"' % reasoning_key.encode()  # the dialect's field (sim/dialects.py)
         self._content = choice + b'"content":"'
         self._call_next = choice + b'"tool_calls":[{"index":0,"function":{"arguments":'
         self._tail = {
@@ -110,6 +110,8 @@ class StreamEncoder:
         """Set (before token 1) when the answer is a function call."""
         self.json_text: JsonText | None = None
         """Set (before token 1) when the answer is a JSON object (response_format json_object or json_schema)."""
+        self.usage_style = usage_style
+        """The usage chunk's shape: vllm, sglang or trtllm (sim/dialects.py)."""
 
     def _close(self, completion_tokens: int) -> bytes:
         """End of a choices chunk: optional cumulative usage, then the event terminator."""
@@ -184,13 +186,20 @@ class StreamEncoder:
 
     def usage(self, completion_tokens: int, reasoning_tokens: int, cached_tokens: int) -> bytes:
         """The usage-only chunk sent after the last token when include_usage is set (prompt_tokens_details as vLLM
-        sends it with --enable-prompt-tokens-details)."""
+        sends it with --enable-prompt-tokens-details); SGLang's and trtllm-serve's as sim/dialects.py says."""
         p = self.prompt_tokens
-        body = (self._head + b'"choices":[],"usage":{"prompt_tokens":%d,"total_tokens":%d,'
-                b'"completion_tokens":%d,"completion_tokens_details":{"reasoning_tokens":%d},'
-                b'"prompt_tokens_details":{"cached_tokens":%d}}}\n\n'
-                % (p, p + completion_tokens, completion_tokens, reasoning_tokens, cached_tokens))
-        return http_chunk(body)
+        counts = (p, p + completion_tokens, completion_tokens)
+        if self.usage_style == "sglang":  # reasoning_tokens on top; its details only when some; no cache report
+            details = b'{"reasoning_tokens":%d}' % reasoning_tokens if reasoning_tokens else b"null"
+            usage = (b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null,'
+                     b'"reasoning_tokens":%d,"completion_tokens_details":%b}' % (*counts, reasoning_tokens, details))
+        elif self.usage_style == "trtllm":  # the three counts only
+            usage = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % counts
+        else:
+            usage = (b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
+                     b'"completion_tokens_details":{"reasoning_tokens":%d},"prompt_tokens_details":{"cached_tokens":%d}}'
+                     % (*counts, reasoning_tokens, cached_tokens))
+        return http_chunk(self._head + b'"choices":[],"usage":%b}\n\n' % usage)
 
     def error_event(self, message: str) -> bytes:
         """An error object inside the stream, then ``data: [DONE]`` and the end, as vLLM sends a failed generation."""

@@ -1,4 +1,5 @@
-"""vLLM-shaped routes (health, models, tokenize, chat completions, the Responses API, metrics) over http11.
+"""vLLM-shaped routes (health, models, tokenize, chat completions, the Responses API, metrics) over http11; with another
+dialect (sim/dialects.py), SGLang's or trtllm-serve's routes, stream fields, usage and metrics instead.
 
 Offered tools (``tools``, ``tool_choice``) turn the answer into a function call while the request holds fewer
 tool results than ``tool_calls`` (a share ``tool_invalid_rate`` of calls broken: arguments that are not JSON, or
@@ -21,6 +22,8 @@ from typing import Any
 import orjson
 
 from .chunks import JsonText, StreamEncoder, ToolCall, error_body
+from .dialects import DIALECTS, Dialect
+from .engine_metrics import sglang_metrics_text, trtllm_iteration_stats, trtllm_metrics_text
 from .engine import Engine
 from .http11 import HttpConnection, Request
 from .launcher import IDENTITY_PATH
@@ -32,7 +35,7 @@ from .sendlog import SendLog
 from .tokens import prompt_blocks, prompt_token_ids, text_token_ids
 
 MAX_MODEL_LEN = 131072
-VERSION = "0.32.0-sim"
+VERSION = DIALECTS["vllm"].version
 
 
 class _BadRequest(Exception):
@@ -67,13 +70,18 @@ class SimApp:
 
     def __init__(self, engine: Engine, send_log: SendLog | None = None, api_key: str = "", fault: str | None = None,
                  fault_rate: float = 1.0, seed: int = 0, identity: dict[str, Any] | None = None, tool_calls: int = 1,
-                 tool_invalid_rate: float = 0.0, max_model_len: int = MAX_MODEL_LEN, stream_interval: int = 1) -> None:
+                 tool_invalid_rate: float = 0.0, max_model_len: int = MAX_MODEL_LEN, stream_interval: int = 1,
+                 dialect: Dialect = DIALECTS["vllm"]) -> None:
         self.engine = engine
+        self.dialect = dialect
+        """The engine it speaks as: routes, stream fields, usage, metrics (sim/dialects.py)."""
+        self._ready_s = time.monotonic() + dialect.starting_s  # /health says 503 before (SGLang's Starting)
         self.max_model_len = max_model_len
         """vLLM's --max-model-len: a longer prompt and answer is refused with 400, as vLLM refuses it."""
         self.stream_interval = stream_interval
         self._authorization = f"Bearer {api_key}".encode() if api_key else None
-        self.identity = {"served_by": "llmload.sim", "version": VERSION, "model": engine.profile.served_model, **(identity or {})}
+        self.identity = {"served_by": "llmload.sim", "version": dialect.version, "dialect": dialect.name,
+                         "model": engine.profile.served_model, **(identity or {})}
         self.fault = fault
         """A fault kind (chunks.FAULTS or http-<code>) injected into a share ``fault_rate`` of chat requests."""
         self.fault_rate = fault_rate
@@ -90,15 +98,29 @@ class SimApp:
         self.connections: set[HttpConnection] = set()
         self._routes = {
             "/health": ("GET", self._health),
-            "/version": ("GET", self._version),
             IDENTITY_PATH: ("GET", self._identity),
             "/v1/models": ("GET", self._models),
-            "/metrics": ("GET", self._metrics),
-            "/reset_prefix_cache": ("POST", self._reset_prefix_cache),
-            "/tokenize": ("POST", self._tokenize),
+            dialect.metrics_path: ("GET", self._metrics),
             "/v1/chat/completions": ("POST", self._chat),
             "/v1/responses": ("POST", self._responses),
+            **self._dialect_routes(dialect.name),
         }
+        self._open_paths = ("/health", "/ready", "/metrics") if dialect.name == "sglang" else ("/health",)
+        """Paths served without the API key: vLLM checks only /v1/...; SGLang lets /health*, /ready*, /metrics* by."""
+
+    def _dialect_routes(self, name: str) -> dict[str, tuple[str, Any]]:
+        """The routes only this engine has (sim/dialects.py)."""
+        if name == "sglang":
+            return {"/health_generate": ("GET", self._health), "/ready": ("GET", self._health),
+                    "/model_info": ("GET", self._sglang_model_info), "/get_model_info": ("GET", self._sglang_model_info),
+                    "/server_info": ("GET", self._sglang_server_info), "/get_server_info": ("GET", self._sglang_server_info),
+                    "/flush_cache": ("GET,POST", self._flush_cache), "/tokenize": ("POST", self._tokenize),
+                    "/v1/tokenize": ("POST", self._tokenize)}
+        if name == "trtllm":
+            return {"/health_generate": ("GET", self._health), "/version": ("GET", self._version),
+                    "/metrics": ("GET", self._iteration_stats)}
+        return {"/version": ("GET", self._version), "/reset_prefix_cache": ("POST", self._reset_prefix_cache),
+                "/tokenize": ("POST", self._tokenize)}
 
     def protocol(self) -> HttpConnection:
         """Protocol factory for loop.create_server."""
@@ -111,11 +133,11 @@ class SimApp:
         if route is None:
             status = 404
             conn.send(404, b'{"detail":"Not Found"}')
-        elif self._authorization is not None and req.path != "/health" and not hmac.compare_digest(
+        elif self._authorization is not None and not req.path.startswith(self._open_paths) and not hmac.compare_digest(
                 req.headers.get("authorization", "").encode(), self._authorization):
             status = 401
-            conn.send(401, b'{"error":"Unauthorized"}')  # vLLM's answer to a missing or wrong key
-        elif req.method != route[0]:
+            conn.send(401, b'{"error":"Unauthorized"}')  # vLLM's (and SGLang's) answer to a missing or wrong key
+        elif req.method not in route[0].split(","):
             status = 405
             conn.send(405, b'{"detail":"Method Not Allowed"}')
         else:
@@ -128,12 +150,36 @@ class SimApp:
 
     # ---- simple routes -----------------------------------------------------------
     def _health(self, conn: HttpConnection, req: Request) -> None:
-        """GET /health: 200, empty body."""
-        conn.send(200, b"")
+        """GET /health: 200, empty body; 503 while an SGLang-dialect target is Starting."""
+        conn.send(503 if time.monotonic() < self._ready_s else 200, b"")
 
     def _version(self, conn: HttpConnection, req: Request) -> None:
         """GET /version."""
-        conn.send(200, orjson.dumps({"version": VERSION}))
+        conn.send(200, orjson.dumps({"version": self.dialect.version}))
+
+    def _sglang_model_info(self, conn: HttpConnection, req: Request) -> None:
+        """SGLang's GET /model_info (and its deprecated /get_model_info)."""
+        conn.send(200, orjson.dumps({"model_path": self.model, "served_model_name": self.model,
+                                     "tokenizer_path": self.model, "is_generation": True, "reasoning_parser": "gpt-oss",
+                                     "tool_call_parser": "gpt-oss", "model_type": "gpt_oss"}))
+
+    def _sglang_server_info(self, conn: HttpConnection, req: Request) -> None:
+        """SGLang's GET /server_info (and /get_server_info): its server args and its version."""
+        engine = self.engine.profile.engine
+        conn.send(200, orjson.dumps({"model_path": self.model, "served_model_name": self.model,
+                                     "context_length": self.max_model_len, "max_running_requests": engine.max_num_seqs,
+                                     "chunked_prefill_size": engine.max_num_batched_tokens, "enable_metrics": True,
+                                     "reasoning_parser": "gpt-oss", "version": self.dialect.version}))
+
+    def _flush_cache(self, conn: HttpConnection, req: Request) -> None:
+        """SGLang's /flush_cache: 200, or 400 while requests run (http_server.py flush_cache)."""
+        done = self.engine.reset_prefix_cache()
+        conn.send(200 if done else 400, b"Cache flushed.\nPlease check backend logs for more details. (When there are "
+                  b"running or waiting requests, the operation will not be performed.)\n", "text/plain; charset=utf-8")
+
+    def _iteration_stats(self, conn: HttpConnection, req: Request) -> None:
+        """trtllm-serve's GET /metrics: JSON iteration stats, not Prometheus text."""
+        conn.send(200, orjson.dumps(trtllm_iteration_stats(self.engine)))
 
     def _identity(self, conn: HttpConnection, req: Request) -> None:
         """GET /llmload/sim: what this target is and how fast it plays (a rehearsal, not a measurement)."""
@@ -141,14 +187,19 @@ class SimApp:
 
     def _models(self, conn: HttpConnection, req: Request) -> None:
         """GET /v1/models: the one served model."""
-        card = {"id": self.model, "object": "model", "created": self.created, "owned_by": "vllm",
-                "root": self.model, "max_model_len": self.max_model_len}
+        card: dict[str, Any] = {"id": self.model, "object": "model", "created": self.created,
+                                "owned_by": self.dialect.owned_by}
+        if self.dialect.models_max_len:
+            card.update(root=self.model, max_model_len=self.max_model_len)
         conn.send(200, orjson.dumps({"object": "list", "data": [card]}))
 
     def _metrics(self, conn: HttpConnection, req: Request) -> None:
-        """GET /metrics: Prometheus text."""
-        conn.send(200, metrics_text(self.engine, self.model, self.http_requests).encode(),
-                  "text/plain; version=0.0.4; charset=utf-8")
+        """GET /metrics (trtllm: /prometheus/metrics): Prometheus text under the dialect's names."""
+        name = self.dialect.name
+        text = (sglang_metrics_text(self.engine, self.model) if name == "sglang"
+                else trtllm_metrics_text(self.engine, self.model) if name == "trtllm"
+                else metrics_text(self.engine, self.model, self.http_requests))
+        conn.send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     def _reset_prefix_cache(self, conn: HttpConnection, req: Request) -> None:
         """POST /reset_prefix_cache, as vLLM serves it in dev mode (VLLM_SERVER_DEV_MODE=1): 200, or 409 while
@@ -204,12 +255,14 @@ class SimApp:
         if options is not None and not stream:
             raise _BadRequest(400, "Stream options can only be defined when `stream=True`.")
         options = options if isinstance(options, dict) else {}
-        include_usage = bool(options.get("include_usage"))
+        # trtllm-serve's gpt-oss stream always ends with usage and reads no stream_options (harmony_adapter.py).
+        include_usage = bool(options.get("include_usage")) or (stream and self.dialect.usage == "trtllm")
+        continuous = include_usage and self.dialect.continuous_usage and bool(options.get("continuous_usage_stats"))
         max_tokens = body.get("max_completion_tokens")
         if max_tokens is None:
             max_tokens = body.get("max_tokens")
         return self._params(body, messages, max_tokens, body.get("reasoning_effort"), stream, include_usage,
-                            include_usage and bool(options.get("continuous_usage_stats")), body.get("response_format"))
+                            continuous, body.get("response_format"))
 
     def _responses_params(self, body: dict[str, Any]) -> _ChatParams:
         """Validate a Responses API request (``input``, ``reasoning.effort``, ``max_output_tokens``)."""
@@ -295,7 +348,8 @@ class SimApp:
         fault = self._injected_fault(p, chat_id)
         sink: StreamResponse | FullResponse
         if p.stream:
-            enc = StreamEncoder(chat_id, created, self.model, p.prompt_tokens, p.continuous_usage)
+            enc = StreamEncoder(chat_id, created, self.model, p.prompt_tokens, p.continuous_usage,
+                                self.dialect.reasoning_key, self.dialect.usage)
             sink = StreamResponse(conn, self.engine, enc, request_id, p.include_usage, self.send_log, fault,
                                   self.stream_interval)
         else:

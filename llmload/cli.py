@@ -204,8 +204,7 @@ def _run(settings: Sequence[str], headless: bool) -> int:
         check_api(info, options.api, key)
         check_prefix_fits(options.prefix_tokens, info, model)
         served = served_by(info, model)
-        scale = resolve_time_scale(options.speedup, served)
-        options = dataclasses.replace(options, speedup=scale.speedup)  # Locust's test resolves the same scale again
+        scale = resolve_time_scale(options.speedup, served)  # Locust's test resolves the same scale again
         out = Path(options.out) if options.out else default_run_dir(options.gpu, model, options.effort, options.num_users)
         continuous = continuous_usage(options.continuous_usage, info)
         progress = Progress(out / SAMPLES_FILE, None if requests else scale.target_s(options.duration_s or 0.0), requests)

@@ -213,3 +213,24 @@ def test_speedup_runs_the_built_in_target_faster(tmp_path):
     step_ms = _decode_step_ms("l4", "gpt-oss-20b", 2)  # L4's decode step of two (about 46 ms), divided by 10
     assert 0.85 * step_ms / 10 < summary["itl_ms"]["median"] < 1.35 * step_ms / 10
     assert summary["config"]["speedup"] == 10.0
+
+
+@pytest.mark.integration
+def test_a_run_against_a_sped_up_host_takes_the_targets_time_scale(tmp_path):
+    """The 2026-12-06 finding: `make serve-sim SPEEDUP=20` then `make load HOST=<it> RATE=2 DURATION=60s` sent 2
+    requests per wall second for 60 wall seconds and reported a predicted 0.1 requests/s. The run now takes the
+    target's SPEEDUP (and says so): 40 requests/s to the 20x target for 3 s, predicted 2 requests/s for the GPU."""
+    process, url = start_sim(["--speedup", "20", "--gpu", "h100"])
+    try:
+        out = tmp_path / "run"
+        done = run_cli("load", f"HOST={url}", "RATE=2", "DURATION=60s", "MAX_TOKENS=20", "EFFORT=low", f"OUT={out}")
+        refused = run_cli("load", f"HOST={url}", "SPEEDUP=4", "DURATION=6s", f"OUT={tmp_path / 'other'}")
+    finally:
+        stop_sim(process)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["time_scale"] == {"speedup": 20.0, "adopted_from_target": True}
+    assert "the target runs at SPEEDUP 20 (it was started so): this run takes it" in done.stdout
+    assert summary["arrivals"]["scheduled_rate_rps"] == pytest.approx(40.0, rel=0.25)  # on the target's clock
+    assert summary["predicted"]["rps"] == pytest.approx(2.0, rel=0.3) and summary["duration_s"] < 6.5
+    assert refused.returncode == 2 and "SPEEDUP=4: the built-in target at" in refused.stderr

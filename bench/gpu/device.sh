@@ -21,7 +21,8 @@ MODEL=/tmp/model
 PORT=8000
 HOST=http://127.0.0.1:$PORT
 export PYTHONPATH=$PWD:$SITE PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
-       VLLM_SYSTEM_START_DATE=2025-08-05 VLLM_SERVER_DEV_MODE=1 TIKTOKEN_CACHE_DIR=/tmp/tiktoken
+       VLLM_SYSTEM_START_DATE=2025-08-05 VLLM_SERVER_DEV_MODE=1 TIKTOKEN_CACHE_DIR=/tmp/tiktoken \
+       TIKTOKEN_ENCODINGS_BASE=/root/.cache/llmload
 SERVE="python3 -m vllm.entrypoints.openai.api_server --model $MODEL --served-model-name openai/gpt-oss-20b \
 --load-format dummy --max-model-len 16384 --gpu-memory-utilization 0.85 --enable-prompt-tokens-details \
 --jit-monitor-verbose"
@@ -61,6 +62,12 @@ warm)
         log "warm-up u$users: exit $?, JIT lines $before -> $(grep -ci jit /tmp/vllm.log)"
     done
     grep -i "jit" /tmp/vllm.log | cut -c1-200 | tail -8; cp /tmp/vllm.log /tmp/results/warm/vllm.log; pack warm ;;
+restart)  # vLLM's harmony needs o200k_base offline: TIKTOKEN_ENCODINGS_BASE (the suite's own copy)
+    python3 -c "from llmload.promptsets.tokens import o200k_base_file; print(o200k_base_file())"
+    pkill -INT -f "vllm.entrypoints.openai.api_server"; sleep 8; pkill -KILL -f "vllm.entrypoints.openai.api_server"; sleep 2
+    setsid $SERVE --port $PORT > /tmp/vllm.log 2>&1 < /dev/null &
+    wait_ready
+    python3 -m llmload load HOST=$HOST PROMPTS=random:1024:256:32 USERS=16 REQUESTS=32 EFFORT=none OUT=/tmp/results/check 2>&1 | grep -E "Successful|Failed|THE SERVER|x http" ;;
 grid)
     for name in calibration-1k calibration-4k; do
         before=$(grep -ci jit /tmp/vllm.log)

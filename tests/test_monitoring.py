@@ -23,7 +23,10 @@ from llmload.errors import ConfigError
 from llmload.results.histogram import LogHistogram
 from llmload.results.records import RequestRecord
 from llmload.client.faults import FAULTS
-from llmload.results.run_metrics import CHUNK_LINES, LATENCIES, OUTCOMES, RunMetrics, render
+from llmload.results.metrics import RUN_METRICS
+from llmload.results.run_metrics import CHUNK_LINES, COUNTERS, LATENCIES, OUTCOMES, RunMetrics, render
+from llmload.results.slo import is_good, parse_slos
+from llmload.results.summary import measure
 from llmload.sim import start_sim, stop_sim
 from llmload.sim.engine import Engine
 from llmload.sim.metrics import metrics_text
@@ -115,6 +118,51 @@ def test_buckets_run_from_1_ms_to_10_min_4_4_percent_apart():
 
 
 @pytest.mark.pure
+def test_every_counter_is_a_run_metric_row_whose_rate_is_the_summarys_figure():
+    """Issue 31, item 3: the exporter's counters are RUN_METRICS's rows, so a counter's increase over the run's span
+    is the figure summary.json reports for it: rates (goodput with the run's SLO), shares (numerator over base), counts."""
+    slos = parse_slos("ttft_p90<=300ms")
+    rng = random.Random(3)
+    records = []
+    for i in range(60):
+        kind = i % 6
+        fields = dict(start_monotonic_s=i * 0.5, ttft_s=rng.uniform(0.1, 0.5), answered=True,
+                      completion_tokens=rng.randint(20, 90), reasoning_tokens=rng.randint(0, 19),
+                      prompt_tokens=rng.randint(50, 150), answer_json=kind == 1, answer_valid=None if kind == 2 else kind != 3)
+        if kind == 4:
+            fields.update(finish_reason="length", answered=False)
+        if kind == 5 and i % 4 == 1:
+            fields.update(error="timeout", ttft_s=None, ttfvt_s=None, tpot_s=None, itl_s=[])
+        records.append(_record(i, **fields))
+    metrics = RunMetrics("run", "h100", ["low"], good=lambda r: is_good(r, slos))
+    for record in records:
+        metrics.add(record)
+    span_s = (0.0, 40.0)
+    measured = measure(records, span_s, slos)
+    counters = {name: next(iter(series.values())) for name, series in _families(metrics).items()}
+    exported = {c.row.name for c in COUNTERS}
+    assert exported == {m.name for m in RUN_METRICS if m.prometheus} and "goodput_rps" in exported
+    for row in RUN_METRICS:
+        if not row.prometheus:
+            continue
+        total = counters[f"llmload_{row.prometheus}_total"]
+        figure = getattr(measured, row.name)
+        if row.kind == "rate":
+            assert total / 40.0 == pytest.approx(figure), row.name
+        elif row.kind == "share":
+            assert total / counters[f"llmload_{row.prometheus}_base_total"] == pytest.approx(figure), row.name
+        else:
+            assert total == figure, row.name
+    assert 0 < measured.goodput_rps < measured.rps and measured.lost_to_max_tokens == 10
+
+
+@pytest.mark.pure
+def test_goodput_counters_are_exported_only_with_an_slo():
+    names = set(_families(RunMetrics("run", "h100", ["low"])))
+    assert "llmload_output_tokens_total" in names and "llmload_good_requests_total" not in names
+
+
+@pytest.mark.pure
 def test_counts_outcomes_tokens_and_latencies_per_effort():
     metrics = RunMetrics("results/r1", "a100", ["low", "high"], scheduled_rps=2.5)
     metrics.add(_record(0))
@@ -135,7 +183,7 @@ def test_counts_outcomes_tokens_and_latencies_per_effort():
     assert value("llmload_requests_total", "high", outcome="http_503") == 1
     assert value("llmload_requests_total", "high", outcome="connect") == 0  # every category is there from the start
     assert value("llmload_output_tokens_total", "low") == 91 and value("llmload_reasoning_tokens_total", "high") == 40
-    assert value("llmload_prompt_tokens_total", "low") == 100
+    assert value("llmload_total_tokens_total", "low") == 191
     assert value("llmload_inter_token_latency_seconds_count", "low") == 90
     assert value("llmload_inter_token_latency_seconds_sum", "high") == pytest.approx(0.04)
     assert value("llmload_inter_token_latency_seconds_bucket", "high", le="+Inf") == 2

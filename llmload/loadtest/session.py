@@ -54,7 +54,7 @@ from llmload.results.generator import check
 from llmload.results.predicted import predicted_label
 from llmload.results.records import RequestRecord, read_records
 from llmload.results.run_metrics import RunMetrics
-from llmload.results.slo import Slo, slos_of
+from llmload.results.slo import Slo, is_good, slos_of
 from llmload.results.structured import judge_answer, parse_response_format
 from llmload.results.storage import (CONFIG_FILE, SAMPLES_FILE, SERVER_WINDOW_FILE, SampleWriter, default_run_dir,
                                      fresh_run_dir, write_summary)
@@ -247,8 +247,10 @@ class RunOwner(RunSession):
         # RATE or TRACE: one dispatching user per process, not a load setting (USERS is 1)
         self._open_run_dir(config, 1 if config.open_loop else runner.target_user_count or config.num_users)
         arrivals = self.schedule.arrivals
+        slos = self.slos
         self.metrics = RunMetrics(str(self.run_dir), config.gpu, self.draw.efforts.efforts, api=config.api,
-                                  scheduled_rps=arrivals.rate_rps if arrivals is not None else 0.0) \
+                                  scheduled_rps=arrivals.rate_rps if arrivals is not None else 0.0,
+                                  good=(lambda record: is_good(record, slos)) if slos else None) \
             if config.metrics_port else None  # METRICS_PORT's figures (exporter.py serves them)
         self.live = LiveStats() if environment.web_ui else None  # headless runs have no table to fill
         if self.live is not None:

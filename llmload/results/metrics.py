@@ -167,6 +167,10 @@ class RunMetric:
     """From the summary's value to the figure's axis (a share as a percentage: 100)."""
     figure_label: str = ""
     """The figure's axis label (its title is the label)."""
+    prometheus: str = ""
+    """Its counter at METRICS_PORT, ``llmload_<prometheus>_total``, whose rate over a window is the figure there: a
+    rate's weights summed, a count's records; a share's numerator, its base in ``llmload_<prometheus>_base_total``.
+    Empty: not exported (the request counts are llmload_requests_total's outcomes; time and money are not counters)."""
 
     @property
     def home(self) -> str:
@@ -195,28 +199,31 @@ RUN_METRICS: tuple[RunMetric, ...] = (
               vllm="request_throughput", validated_by="rps", figure="fig2_requests_per_s", figure_label="requests/s"),
     RunMetric("output_throughput_tok_s", "Output token throughput (tok/s)", "rate", interval=True,
               weight=lambda r: float(r.completion_tokens or 0), vllm="output_throughput", validated_by="rps",
-              decision=True),
+              decision=True, prometheus="output_tokens"),
     RunMetric("total_throughput_tok_s", "Total token throughput (tok/s)", "rate", interval=True,
               weight=lambda r: float((r.completion_tokens or 0) + (r.prompt_tokens or 0)), vllm="total_token_throughput",
-              validated_by="rps"),
+              validated_by="rps", prometheus="total_tokens"),
     RunMetric("goodput_rps", "Goodput (req/s)", "rate", interval=True, weight=lambda r: 1.0, good_only=True,
-              validated_by="rps"),
+              validated_by="rps", prometheus="good_requests"),
     RunMetric("goodput_output_tok_s", "Goodput output tokens (tok/s)", "rate", interval=True,
-              weight=lambda r: float(r.completion_tokens or 0), good_only=True, validated_by="rps"),
+              weight=lambda r: float(r.completion_tokens or 0), good_only=True, validated_by="rps",
+              prometheus="good_output_tokens"),
     RunMetric("answered_ratio", "Requests with a visible answer", "share", numerator=_answered,
               denominator=lambda r: 1.0, figure="answered_share", figure_scale=100.0,
-              figure_label="answered requests (%)"),
+              figure_label="answered requests (%)", prometheus="answered_requests"),
     RunMetric("lost_to_max_tokens", "Answers lost to max_tokens", "count",
-              counted=lambda r: r.ok and r.finish_reason == "length" and not r.answered),
+              counted=lambda r: r.ok and r.finish_reason == "length" and not r.answered,
+              prometheus="answers_lost_to_max_tokens"),
     RunMetric("reasoning_ratio", "Reasoning share of output", "share",
               numerator=lambda r: float(r.reasoning_tokens or 0) if _reasoning_counted(r) else 0.0,
               denominator=lambda r: float(r.completion_tokens or 0) if _reasoning_counted(r) else 0.0,
-              figure="reasoning_share", figure_scale=100.0, figure_label="reasoning tokens (% of output)"),
+              figure="reasoning_share", figure_scale=100.0, figure_label="reasoning tokens (% of output)",
+              prometheus="reasoning_tokens"),
     RunMetric("answer_json_ratio", "Answers that parsed as JSON", "share", numerator=lambda r: 1.0 if r.answer_json else 0.0,
-              denominator=_judged),
+              denominator=_judged, prometheus="json_answers"),
     RunMetric("answer_valid_ratio", "Answers valid (RESPONSE_FORMAT)", "share", interval=True,
               numerator=lambda r: 1.0 if r.answer_valid else 0.0, denominator=_judged, figure="valid_answer_share",
-              figure_scale=100.0, figure_label="valid answers (%)"),
+              figure_scale=100.0, figure_label="valid answers (%)", prometheus="valid_answers"),
     RunMetric("usd_per_million_output_tokens", "USD per million output tokens", "money", interval=True,
               prices="output_throughput_tok_s", per=1e6, validated_by="rps", decision=True),
     RunMetric("usd_per_million_total_tokens", "USD per million total tokens", "money", interval=True,

@@ -6,8 +6,9 @@ record. ``families`` copies every figure at one instant into a Snapshot (on the 
 histograms' counts, sums, counters, gauges); ``render`` writes that copy in Prometheus's text format a child
 at a time, so the scrape can yield between chunks while the run goes on, and every line holds that instant.
 Buckets are 4.4% apart from 1.02 ms to 611 s (LogHistogram's own edges), so histogram_quantile's interpolation
-stays within 5%. Warm-up requests are left out, as in summary.json; latencies and tokens count successful
-requests only.
+stays within 5%. The counters are RUN_METRICS's rows with a ``prometheus`` name (results/metrics.py): each row's
+formula, summed per effort, so rate() over a window gives the row's figure there; a row added there is a counter here.
+Warm-up requests are left out, as in summary.json; latencies, rates and shares count successful requests only.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import itertools
 from array import array
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from llmload.results.histogram import LogHistogram, bucket_of, upper_edge_s
-from llmload.results.metrics import METRICS
+from llmload.results.metrics import METRICS, RUN_METRICS, RunMetric
 from llmload.results.metrics import Metric as TableRow
 from llmload.results.records import RequestRecord
 
-__all__ = ["RunMetrics", "Snapshot", "render", "EXPORTED", "LATENCIES", "OUTCOMES", "LABELS", "PREFIX", "CHUNK_LINES"]
+__all__ = ["RunMetrics", "Snapshot", "render", "EXPORTED", "LATENCIES", "COUNTERS", "OUTCOMES", "LABELS", "PREFIX",
+           "CHUNK_LINES"]
 
 PREFIX = "llmload_"
 LABELS = ("run", "effort", "api", "gpu")
@@ -40,8 +42,51 @@ LATENCIES = {m.prometheus: f"{m.title}, as the client saw it: {m.description}." 
 """Histogram name (after PREFIX): help."""
 OUTCOMES = ("ok", "connect", "timeout", "stream_error", "protocol", "disconnected", "tool_call_invalid", "interrupted")
 """llmload_requests_total's outcomes shown from the start at 0 (llmload/client/faults.py); http_<code> appear when seen."""
-TOKENS = (("prompt", "Prompt tokens (the server's usage)"), ("output", "Output tokens, reasoning included"),
-          ("reasoning", "Reasoning tokens"))
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """One counter family: a RUN_METRICS row's sum (``part``: its value, or a share's base)."""
+
+    name: str
+    """After PREFIX."""
+    help: str
+    row: RunMetric
+    part: str
+    """value or base."""
+
+    def of(self, record: RequestRecord, good: Callable[[RequestRecord], bool] | None) -> float:
+        """What one measured request adds (the row's formula, as summary.py applies it)."""
+        row = self.row
+        if row.kind == "count":
+            assert row.counted is not None
+            return 1.0 if row.counted(record) else 0.0
+        if not record.ok:
+            return 0.0
+        if row.kind == "rate":
+            assert row.weight is not None
+            return row.weight(record) if not row.good_only or (good is not None and good(record)) else 0.0
+        share = row.numerator if self.part == "value" else row.denominator
+        assert share is not None
+        return share(record)
+
+
+def _counters_of(row: RunMetric) -> Iterator[_Counter]:
+    name = f"{row.prometheus}_total"
+    if row.kind == "share":
+        base = f"{row.prometheus}_base_total"
+        yield _Counter(name, f"{row.label}: its numerator, summed; the share is rate({PREFIX}{name}) / "
+                             f"rate({PREFIX}{base}).", row, "value")
+        yield _Counter(base, f"{row.label}: its base, summed.", row, "base")
+    elif row.kind == "rate":
+        what = " of the requests that met every SLO" if row.good_only else ""
+        yield _Counter(name, f"{row.label}: the sum whose rate it is{what}.", row, "value")
+    else:
+        yield _Counter(name, f"{row.label}: the requests counted.", row, "value")
+
+
+COUNTERS: tuple[_Counter, ...] = tuple(c for row in RUN_METRICS if row.prometheus for c in _counters_of(row))
+"""Every counter family RUN_METRICS's rows export; the goodput rows' only with an SLO."""
 FOLD_AT = 4_096
 """Gaps held before they go into the histogram at once (about 0.1 ms of numpy); a scrape folds a copy of them."""
 CHUNK_LINES = 1000
@@ -111,16 +156,16 @@ class _Counts:
 class _Effort:
     """What the requests of one effort added up to."""
 
-    __slots__ = ("latencies", "outcomes", "prompt_tokens", "output_tokens", "reasoning_tokens")
+    __slots__ = ("latencies", "outcomes", "counters")
 
-    def __init__(self) -> None:
+    def __init__(self, counters: Sequence[_Counter]) -> None:
         self.latencies = {name: _Latency() for name in LATENCIES}
         self.outcomes: Counter[str] = Counter(dict.fromkeys(OUTCOMES, 0))
-        self.prompt_tokens = self.output_tokens = self.reasoning_tokens = 0
+        self.counters = dict.fromkeys((c.name for c in counters), 0.0)
 
     def copy(self) -> _EffortAt:
         return _EffortAt({name: latency.copy() for name, latency in self.latencies.items()}, sorted(self.outcomes.items()),
-                         {kind: getattr(self, f"{kind}_tokens") for kind, _ in TOKENS})
+                         dict(self.counters))
 
 
 @dataclass(frozen=True)
@@ -130,8 +175,8 @@ class _EffortAt:
     latencies: dict[str, _Counts]
     outcomes: list[tuple[str, int]]
     """By outcome's name."""
-    tokens: dict[str, int]
-    """prompt, output, reasoning."""
+    counters: dict[str, float]
+    """By counter family's name (after PREFIX)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +187,8 @@ class Snapshot:
     api: str
     gpu: str
     efforts: dict[str, _EffortAt]
+    counters: tuple[tuple[str, str], ...]
+    """(name after PREFIX, help) of each counter family, in order."""
     gauges: tuple[tuple[str, str, float], ...]
     """(name after PREFIX, help, value)."""
 
@@ -157,11 +204,11 @@ class Snapshot:
             for outcome, n in figures.outcomes:
                 requests.add_metric([*self._labels(effort), outcome], n)
         yield requests
-        for kind, what in TOKENS:
-            tokens = CounterMetricFamily(f"{PREFIX}{kind}_tokens_total", f"{what} of successful requests.", labels=LABELS)
+        for name, help_text in self.counters:
+            counter = CounterMetricFamily(PREFIX + name, help_text, labels=LABELS)
             for effort, figures in self.efforts.items():
-                tokens.add_metric(self._labels(effort), figures.tokens[kind])
-            yield tokens
+                counter.add_metric(self._labels(effort), figures.counters[name])
+            yield counter
         for name, help_text, value in self.gauges:
             gauge = GaugeMetricFamily(PREFIX + name, help_text, labels=GAUGE_LABELS)
             gauge.add_metric([self.run, self.api, self.gpu], value)
@@ -189,10 +236,10 @@ class Snapshot:
         for effort, figures in self.efforts.items():
             head, tail = _around(PREFIX + "requests_total", dict(zip(LABELS, self._labels(effort))), "outcome")
             yield [f"{head}{_escape(outcome)}{tail}{_number(n)}\n" for outcome, n in figures.outcomes]
-        for kind, what in TOKENS:
-            full = f"{PREFIX}{kind}_tokens_total"
-            yield _header(full, f"{what} of successful requests.", "counter")
-            yield [f"{full}{_series(dict(zip(LABELS, self._labels(effort))))} {_number(figures.tokens[kind])}\n"
+        for name, help_text in self.counters:
+            full = PREFIX + name
+            yield _header(full, help_text, "counter")
+            yield [f"{full}{_series(dict(zip(LABELS, self._labels(effort))))} {_sum(figures.counters[name])}\n"
                    for effort, figures in self.efforts.items()]
         series = _series(dict(zip(GAUGE_LABELS, (self.run, self.api, self.gpu))))
         for name, help_text, value in self.gauges:
@@ -225,6 +272,11 @@ def _number(n: int) -> str:
     return f"{n}.0" if 0 <= n < 1_000_000 else floatToGoString(n)
 
 
+def _sum(value: float) -> str:
+    """floatToGoString of a counter's sum (whole numbers mostly: token counts)."""
+    return _number(int(value)) if value.is_integer() else floatToGoString(value)
+
+
 def _header(name: str, help_text: str, kind: str) -> list[str]:
     escaped = help_text.replace("\\", r"\\").replace("\n", r"\n")
     return [f"# HELP {name} {escaped}\n", f"# TYPE {name} {kind}\n"]
@@ -233,21 +285,28 @@ def _header(name: str, help_text: str, kind: str) -> list[str]:
 class RunMetrics:
     """The live figures of one run, for its Prometheus endpoint (METRICS_PORT)."""
 
-    def __init__(self, run: str, gpu: str, efforts: Iterable[str], api: str = "chat", scheduled_rps: float = 0.0) -> None:
+    def __init__(self, run: str, gpu: str, efforts: Iterable[str], api: str = "chat", scheduled_rps: float = 0.0,
+                 good: Callable[[RequestRecord], bool] | None = None) -> None:
         self.run, self.gpu, self.api = run, gpu, api
         """The labels: the run's folder, the GPU label, the API (API=: chat or responses) every series carries."""
         self.scheduled_rps = scheduled_rps
         """The schedule's requests per second sent to the target with RATE or TRACE (SPEEDUP included), as the
         caller computes it; 0 in closed loop."""
-        self._efforts = {effort: _Effort() for effort in efforts}
+        self._good = good
+        """Whether a request met every SLO (slo.is_good on the run's limits); None without SLO: no goodput counters."""
+        self._counters = tuple(c for c in COUNTERS if good is not None or not c.row.good_only)
+        self._efforts = {effort: _Effort(self._counters) for effort in efforts}
 
     def add(self, record: RequestRecord) -> None:
-        """Count one finished request (a warm-up is left out): four histogram counts and a copy of its gaps."""
+        """Count one finished request (a warm-up is left out): its counters, four histogram counts, a copy of its gaps."""
         if record.warmup:
             return
         effort = record.effort or "none"
-        figures = self._efforts.get(effort) or self._efforts.setdefault(effort, _Effort())
+        figures = self._efforts.get(effort) or self._efforts.setdefault(effort, _Effort(self._counters))
         figures.outcomes["ok" if record.ok else record.error or "unknown"] += 1
+        counters = figures.counters
+        for counter in self._counters:
+            counters[counter.name] += counter.of(record, self._good)
         if not record.ok:
             return
         latencies = figures.latencies
@@ -257,14 +316,12 @@ class RunMetrics:
                 latency.add_all(getattr(record, m.record))
             else:
                 latency.add(getattr(record, m.record))
-        figures.prompt_tokens += record.prompt_tokens or 0
-        figures.output_tokens += record.completion_tokens or 0
-        figures.reasoning_tokens += record.reasoning_tokens or 0
 
     def families(self, users: int, in_flight: int) -> Snapshot:
         """Every family as it stands now, copied (records added later are in the next one's); ``users`` and
         ``in_flight`` are the caller's, read at the same instant."""
         return Snapshot(self.run, self.api, self.gpu, {effort: figures.copy() for effort, figures in self._efforts.items()},
+                        tuple((c.name, c.help) for c in self._counters),
                         (("users", "Locust users running (with RATE or TRACE: one dispatcher per process).", users),
                          ("requests_in_flight", "Requests sent and not yet finished, warm-ups included.", in_flight),
                          ("scheduled_requests_per_second", "RATE's or TRACE's schedule in requests per second sent to "

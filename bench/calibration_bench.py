@@ -11,11 +11,20 @@ For the H200 (gpt-oss-20b shape, bf16 dummy weights, vLLM 0.25) and the A100 (gp
   leave-one-out  each operating point (concurrency x lengths) predicted by a fit to the others: the model carried to
              a load it never saw (the H200 has three operating points: 1, 16 and 256 users)
 
+For the H100 (gpt-oss-20b shape, bf16 dummy weights, vLLM 0.25, measurements/h100-2026-12-06: 1k and 4k prompts x
+users 1-256, each twice, cold):
+
+  before     each cell as the rehearsal would have predicted it before the H100 was measured: the H200 fit carried to
+             the H100 by published figures (llmload/calibrate/extrapolate.py), how every extrapolated profile is made
+  repeats    the second run of each operating point predicted by a fit to the first runs
+  lengths    the 4k-prompt cells predicted by a fit to the 1k-prompt cells, and the other way
+  leave-one-out  as above: each of the 14 operating points predicted by a fit to the other 13
+
 Then the server's own account of each run at 16 users, from its /metrics counters: the suite's runs scraped them
 before and after (server_window.jsonl); vLLM bench's second run lies between the last scrape of the 256-user run and
 the first of the suite's second run at 16 users, which is checked (its requests and tokens, exactly, in that gap).
 
-Errors are (predicted - measured) / measured of request throughput, TTFT and TPOT: the client's medians where the
+Errors are (predicted - measured) / measured of request throughput, TTFT, TPOT and E2E: the client's medians where the
 client saw them, the server's own means where the answers came in one burst (the H200 suite's folders). Each cell's
 requests prefill only what its prefix-cache hit rate leaves uncached (llmload/calibrate/hitrate.py): 64 of 1,091
 tokens cached on the H200, the chat frame, as its counters say; the A100 table's are assumed the same frame.
@@ -26,12 +35,16 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llmload.calibrate.cells import Cell, read_cells  # noqa: E402
+from llmload.calibrate.extrapolate import extrapolate  # noqa: E402
 from llmload.calibrate.fit import Model, fit, held_out_predictions, predict, relative_error  # noqa: E402
 from llmload.calibrate.hardware import PRIOR_FRONTEND, prior_step  # noqa: E402
 from llmload.results.reconcile import ServerAccount, server_account  # noqa: E402
@@ -42,9 +55,12 @@ from llmload.sim.replay import replay_closed_loop  # noqa: E402
 from llmload.sim.profiles import load_profile  # noqa: E402
 
 H200 = ROOT / "measurements" / "h200-2026-12-04"
+H100 = ROOT / "measurements" / "h100-2026-12-06"
+H100_SUSPECT = "4dfbb0adc84f"
+"""The u1 1k cell's first run met a warm cache (measurements/README.md): left out, as bench/build_profiles.py does."""
 A100 = ROOT / "measurements" / "a100-gpt-oss-120b-000-report.json"
 METRICS = {"rps": "req/s", "ttft_median_ms": "TTFT median", "server_ttft_mean_ms": "TTFT mean (server)",
-           "tpot_median_ms": "TPOT median", "server_itl_mean_ms": "ITL mean (server)"}
+           "tpot_median_ms": "TPOT median", "server_itl_mean_ms": "ITL mean (server)", "e2e_median_ms": "E2E median"}
 
 
 def _start(name: str) -> Model:
@@ -100,6 +116,35 @@ def _server_rows(model: Model, cell: Cell) -> list[str]:
     return rows + [f"| replay of the fit that held the second runs out | {ttft:.1f} | - | {e2e:.1f} | {outside:.1f} |"]
 
 
+def _h100() -> list[tuple[str, list[Cell], dict[str, dict[str, float]]]]:
+    """The H100 grid's protocols: (label, cells, predictions by cell name)."""
+    paths = [str(cell) for grid in ("calibration-1k", "calibration-4k") for cell in sorted((H100 / grid / "cells").iterdir())
+             if cell.name != H100_SUSPECT]
+    cells, refused = read_cells(paths)
+    if refused:
+        raise SystemExit("cells refused: " + "; ".join(f"{r.cell}: {r.reason}" for r in refused))
+    named = [replace(c, name=f"u{c.users} in{np.mean(c.prompt_tokens):.0f}" + (" (2)" if "repeat-2" in c.name else ""))
+             for c in cells]
+    start = _start("h100-gpt-oss-20b-bf16")
+    h200 = load_profile("h200-gpt-oss-20b-bf16")
+    before = extrapolate("h100", "gpt-oss-20b", "bf16-dummy", h200, h200)
+    before_model = Model(before.engine, before.step, before.frontend)
+    firsts = [c for c in named if not c.name.endswith("(2)")]
+    seconds = [c for c in named if c.name.endswith("(2)")]
+    by_firsts = fit(start, firsts)
+    short = [c for c in named if np.mean(c.prompt_tokens) < 2000]
+    long = [c for c in named if c not in short]
+    by_short, by_long = fit(start, short), fit(start, long)
+    return [
+        ("H100, predicted before it was measured (the H200 fit extrapolated)", named,
+         {c.name: predict(before_model, c) for c in named}),
+        ("H100, repeats held out (second runs; fit: first runs)", seconds, {c.name: predict(by_firsts, c) for c in seconds}),
+        ("H100, 4k prompts held out (fit: 1k)", long, {c.name: predict(by_short, c) for c in long}),
+        ("H100, 1k prompts held out (fit: 4k)", short, {c.name: predict(by_long, c) for c in short}),
+        ("H100, leave one operating point out", named, held_out_predictions(start, named)),
+    ]
+
+
 def main() -> int:
     started = time.monotonic()
     h200_paths = [H200 / "suite-c16-run1", H200 / "suite-c16-run2", H200 / "suite-u256", H200 / "vllm-bench" / "c1.json",
@@ -128,12 +173,16 @@ def main() -> int:
     print(_summary("A100, tuned runs held out (fit: baseline; async scheduling not modelled)", tuned, tuned_predictions))
     print(_summary("H200, leave one operating point out", h200, h200_loo))
     print(_summary("A100, leave one operating point out (baseline)", a100, a100_loo))
+    h100_rows = _h100()
+    for label, cells, predicted in h100_rows:
+        print(_summary(label, cells, predicted))
     print()
     print("| protocol | cell | error of each figure |")
     print("|---|---|---|")
     for line in (_rows("H200 repeats", repeats, repeat_predictions) + _rows("H200 repeats, other way", firsts, first_predictions)
                  + _rows("A100 tuned", tuned, tuned_predictions)
-                 + _rows("H200 leave-one-out", h200, h200_loo) + _rows("A100 leave-one-out", a100, a100_loo)):
+                 + _rows("H200 leave-one-out", h200, h200_loo) + _rows("A100 leave-one-out", a100, a100_loo)
+                 + [line for label, cells, predicted in h100_rows for line in _rows(label, cells, predicted)]):
         print(line)
     print()
     print("| H200, 16 users: the server's own account | TTFT mean ms | queue mean ms | E2E mean ms | client E2E - server E2E ms |")

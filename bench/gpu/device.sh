@@ -67,11 +67,11 @@ restart)  # vLLM's harmony needs o200k_base offline: TIKTOKEN_ENCODINGS_BASE (th
     pkill -INT -f "vllm.entrypoints.openai.api_server"; sleep 8; pkill -KILL -f "vllm.entrypoints.openai.api_server"; sleep 2
     setsid $SERVE --port $PORT > /tmp/vllm.log 2>&1 < /dev/null &
     wait_ready
-    python3 -m llmload load HOST=$HOST PROMPTS=random:1024:256:32 USERS=16 REQUESTS=32 EFFORT=none OUT=/tmp/results/check 2>&1 | grep -E "Successful|Failed|THE SERVER|x http" ;;
+    python3 -m llmload load HOST=$HOST PROMPTS=random:1024:256:32 PROMPT_START=100000 USERS=16 REQUESTS=32 EFFORT=none OUT=/tmp/results/check 2>&1 | grep -E "Successful|Failed|THE SERVER|x http" ;;
 grid)
     for name in calibration-1k calibration-4k; do
         before=$(grep -ci jit /tmp/vllm.log)
-        python3 -m llmload sweep SCENARIO=bench/gpu/$name.yaml HOST=$HOST OUT=/tmp/results/$name METRICS_INTERVAL=1 2>&1 | tail -20
+        python3 -m llmload sweep SCENARIO=bench/gpu/$name.yaml HOST=$HOST CACHE_RESET=on OUT=/tmp/results/$name METRICS_INTERVAL=1 2>&1 | tail -20
         log "$name: JIT lines during it: $before -> $(grep -ci jit /tmp/vllm.log)"
         cp /tmp/vllm.log /tmp/results/$name/vllm.log; pack $name
     done ;;

@@ -285,6 +285,22 @@ def test_crosscheck_gives_each_tool_its_own_prompts_so_the_second_finds_none_cac
     assert bench_prompts[0] != bench_prompts[1]
 
 
+def test_capacity_gives_every_step_its_own_prompts_so_none_finds_an_earlier_steps_cached(llama, tmp_path):
+    # On the old code every step reused one seed's prompts: on the H100 the hit rate rose from 7% at the first step to
+    # 97% at the last, and the steps that set the answer ran on cached prompts (issue 32).
+    out = tmp_path / "capacity"
+    done = run_cli("capacity", f"HOST={llama}", f"OUT={out}", "SLO=e2e_p90<=60s", "CAPACITY_START=1", "CAPACITY_MAX=4",
+                   "DURATION=3s", "PROMPTS=random:512:16", "EFFORT=none", timeout_s=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    summaries = [json.loads(path.read_text()) for path in sorted((out / "cells").glob("*/summary.json"))]
+    assert len(summaries) >= 3, [s["config"]["users"] for s in summaries]
+    starts = [s["config"]["prompt_start"] for s in summaries]
+    assert len(set(starts)) == len(starts), starts
+    rates = [s["server_prefix_cache_hit_rate"] for s in summaries]
+    assert None not in rates and max(rates) <= min(rates) + 0.05 and max(rates) < 0.2, rates
+    assert not any(s["cache"]["suspect"] for s in summaries), [s["cache"] for s in summaries]
+
+
 def test_crosscheck_against_the_built_in_target_with_faults_states_what_each_side_counted(tmp_path):
     """The built-in target has vLLM's prefix cache and ends a fifth of its streams with an error event mid-stream, as
     vLLM does on its HarmonyError: vLLM's bench counts those completed, the server (and llmload) does not."""

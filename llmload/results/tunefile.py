@@ -11,8 +11,6 @@ frontier. A rehearsal's figures are predictions for the GPU its profile plays (`
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import orjson
 
 from llmload.errors import ResultsError
 from llmload.results.decode import check_schema_version, decode
-from llmload.system.files import write_atomic
+from llmload.system.files import write_atomic, write_csv_atomic
 
 __all__ = ["TUNE_FILE", "CONFIGS_FILE", "TUNE_SCHEMA_VERSION", "CellFigures", "ConfigResult", "TuneResult",
            "write_tune", "read_tune", "MEASURED"]
@@ -129,15 +127,7 @@ def _row(config: ConfigResult) -> dict[str, Any]:
 
 def write_tune(out: Path, result: TuneResult) -> Path:
     """OUT/tune.json and OUT/configs.csv (one row per configuration), both whole or not at all."""
-    rows = [_row(c) for c in result.configurations]
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(k for k in row if k not in columns)
-    table = io.StringIO(newline="")
-    writer = csv.DictWriter(table, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomic(out / CONFIGS_FILE, table.getvalue())
+    write_csv_atomic(out / CONFIGS_FILE, [_row(c) for c in result.configurations])
     return write_atomic(out / TUNE_FILE, orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2) + b"\n")
 
 

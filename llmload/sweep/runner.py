@@ -16,9 +16,7 @@ unfinished, the sweep stops with one line and exit code 130 (143).
 
 from __future__ import annotations
 
-import csv
 import os
-import io
 import subprocess
 import sys
 import time
@@ -30,7 +28,7 @@ import orjson
 
 from llmload import options as opts
 from llmload.errors import Interrupted
-from llmload.system.files import write_atomic
+from llmload.system.files import write_atomic, write_csv_atomic
 from llmload.loadtest.preflight import probe_server, served_by
 from llmload.loadtest.target import target
 from llmload.system.processes import SignalForwarder, stoppable_child
@@ -81,24 +79,13 @@ def write_cells_csv(out: Path) -> Path:
     """Rewrite OUT/cells.csv from every finished run, and OUT/repeats.csv when a cell ran more than once (derived data)."""
     rows = _finished_rows(out)
     if any(r["repeat"] > 1 for r in rows):
-        _write_csv(out / "repeats.csv", spread_rows(rows))
-    return _write_csv(out / "cells.csv", rows)
+        write_csv_atomic(out / "repeats.csv", spread_rows(rows))
+    return write_csv_atomic(out / "cells.csv", rows)
 
 
 def _finished_rows(out: Path) -> list[dict[str, Any]]:
     """cell_row of every finished run in OUT/cells, by cell and run."""
     return sorted((cell_row(d) for d in (out / "cells").iterdir() if (d / CELL_FILE).exists()), key=lambda r: (r["cell"], r["repeat"]))
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(k for k in row if k not in columns)
-    table = io.StringIO(newline="")
-    writer = csv.DictWriter(table, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
-    return write_atomic(path, table.getvalue())
 
 
 def run_dir(out: Path, cell: Cell, repeat: int) -> Path:

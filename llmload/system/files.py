@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 from pathlib import Path
+from typing import Any, Sequence
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "write_csv_atomic"]
 
 
 def write_atomic(path: Path, data: bytes | str) -> Path:
@@ -18,3 +21,15 @@ def write_atomic(path: Path, data: bytes | str) -> Path:
         os.fsync(f.fileno())
     partial.replace(path)
     return path
+
+
+def write_csv_atomic(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """``rows`` as a CSV table, written whole: one column per key, in the order the rows first name them."""
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(path, table.getvalue())

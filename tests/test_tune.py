@@ -71,6 +71,51 @@ def test_the_cells_geometric_mean_and_the_leader():
     assert leader(estimates) == 1 and overlaps(estimates[1], estimates[2]) and not overlaps(estimates[0], estimates[1])
 
 
+@pytest.mark.pure
+def test_an_estimate_without_an_interval_is_never_beyond_noise():
+    """A run too short for an interval (fewer windows than batch means need) is not an exact figure."""
+    bare = Estimate.of("throughput", 443.0, None)
+    assert (bare.low, bare.high) == (None, None) and overlaps(bare, Estimate.of("throughput", 900.0, [890.0, 910.0]))
+    versus = difference(bare, Estimate.of("throughput", 420.0, [410.0, 430.0]))
+    assert versus.change_pct == pytest.approx(443 / 420 * 100 - 100) and versus.beyond_noise is None
+    assert versus.text().endswith("%") and "beyond" not in versus.text()
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("grid, factors", [
+    ("max-num-seqs=2,4,8,16,32,64 max-num-batched-tokens=512,4096", (1 / 9, 1 / 3, 1.0)),
+    ("max-num-seqs=1,2,4,8,16", (1 / 3, 1.0)),
+    ("max-num-seqs=" + ",".join(map(str, range(1, 41))), (1 / 27, 1 / 9, 1 / 3, 1.0))])
+def test_halvings_rungs_measure_three_times_as_long_each(grid, factors):
+    from llmload import options as opts
+    from llmload.settings import parse_settings
+    from llmload.tune.plan import plan_tune
+
+    parsed = parse_settings([f"GRID={grid}", "SEARCH=halving"], (*opts.OPTIONS, *opts.TUNE_OPTIONS))
+    assert plan_tune(parsed, {}).rung_factors == pytest.approx(factors)
+
+
+@pytest.mark.pure
+def test_halving_keeps_the_best_third_of_those_within_the_leaders_interval():
+    from llmload.tune.grid import Configuration
+    from llmload.tune.runner import _Measured, _survivors
+
+    configs = [Configuration(f"c{i}") for i in range(12)]
+
+    def measured(intervals):
+        return {c.name: _Measured(Estimate.of("throughput", 100.0 + 10 * i, intervals(i)), [], 1.0)
+                for i, c in enumerate(configs)}
+
+    bare = measured(lambda i: None)  # runs too short for an interval: every one overlaps; the best third go on
+    assert [c.name for c in _survivors(configs, bare)] == ["c8", "c9", "c10", "c11"]
+    assert len(_survivors(configs, bare, last=True)) == 12
+    tight = measured(lambda i: [98.0 + 10 * i, 102.0 + 10 * i] if i < 11 else [195.0, 225.0])
+    assert [c.name for c in _survivors(configs, tight)] == ["c10", "c11"]  # c9 (188-192) lies below the leader's
+    assert [c.name for c in _survivors(configs[:2], measured(lambda i: None))] == ["c0", "c1"]  # at least two
+    alone = measured(lambda i: [99.0 + 10 * i, 101.0 + 10 * i])
+    assert [c.name for c in _survivors(configs, alone)] == ["c11"]  # beyond every other's interval: the search ends
+
+
 def _tune(out, *settings, timeout_s=600):
     return run_cli("tune", f"OUT={out}", *settings, timeout_s=timeout_s)
 
@@ -148,3 +193,30 @@ def test_stopping_the_tune_leaves_no_server(tmp_path, sig):
     while _groups_alive(out):
         assert time.monotonic() < deadline, f"server groups still alive: {_groups_alive(out)}"
         time.sleep(0.5)
+
+
+@pytest.mark.integration
+def test_a_server_killed_mid_run_is_recorded_and_a_rerun_measures_it_again(tmp_path):
+    """kill -9 of the first configuration's server group mid-load: "died mid-run" with its log's tail, the next
+    configuration runs; its rung is set aside (rung-0.died-1), so the rerun measures it again and reuses the other."""
+    out = tmp_path / "tune"
+    settings = ("GRID=max-num-seqs=8,16", "USERS=4", "DURATION=8s", "SPEEDUP=1", "MAX_TOKENS=50")
+    tune = subprocess.Popen([sys.executable, "-m", "llmload", "tune", f"OUT={out}", *settings], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    first = out / "configs" / "max-num-seqs_8"
+    deadline = time.monotonic() + 120
+    while not list(first.glob("rung-0/cells/*/samples.jsonl")):
+        assert time.monotonic() < deadline and tune.poll() is None, "the tune's first load did not start"
+        time.sleep(0.1)
+    os.killpg(json.loads((first / "server-0" / "startup.json").read_text())["pgid"], signal.SIGKILL)
+    output, _ = tune.communicate(timeout=300)
+    assert tune.returncode == 0, output[-3000:]
+    died, other = read_tune(out).configurations
+    assert died.status == "died mid-run" and "while in use" in died.reason and died.log_tail
+    assert other.status == "measured" and read_tune(out).best == other.name
+    assert (first / "rung-0.died-1" / "cells").is_dir() and not (first / "rung-0").exists()
+    again = _tune(out, *settings)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert "[max-num-seqs=16] rung 1/1 (1 of the load time): measured before, reused" in again.stdout
+    assert again.stdout.count("    ready in ") == 1  # the configuration that died, measured again
+    assert [c.status for c in read_tune(out).configurations] == ["measured", "measured"]

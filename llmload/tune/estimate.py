@@ -36,7 +36,8 @@ class Estimate:
 
     @classmethod
     def of(cls, objective: str, value: float | None, ci: Sequence[float | None] | None) -> "Estimate":
-        low, high = (ci[0], ci[1]) if ci else (value, value)
+        """``ci`` None (a run too short for an interval): no bounds, so it overlaps every other, never exact."""
+        low, high = (ci[0], ci[1]) if ci else (None, None)
         return cls(value, low, high, _HIGHER[objective])
 
     @property

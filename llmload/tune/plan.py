@@ -28,13 +28,15 @@ from .estimate import OBJECTIVES
 from .grid import Configuration, grid_configurations, parse_grid, scenario_configurations
 from .server import PORT_FIELD
 
-__all__ = ["TunePlan", "plan_tune", "SEARCHES", "HALVING_ABOVE", "HALVING_RUNGS", "server_command"]
+__all__ = ["TunePlan", "plan_tune", "SEARCHES", "HALVING_ABOVE", "HALVING_ETA", "HALVING_RUNGS", "server_command"]
 
 SEARCHES = ("auto", "grid", "halving")
 HALVING_ABOVE = 4
 """SEARCH=auto halves above this many configurations."""
+HALVING_ETA = 3
+"""Each rung measures three times as long as the one before, and keeps about a third of its configurations."""
 HALVING_RUNGS = 4
-"""The most rungs: the first runs every configuration for 1/8 of the workload's load time."""
+"""The most rungs: the first runs every configuration for 1/27 of the workload's load time (28 or more of them)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,9 @@ def plan_tune(options: Any, words: dict[str, str]) -> TunePlan:
         raise ConfigError("GRID is missing: give what varies, e.g. GRID='max-num-batched-tokens=2048,4096 "
                           "async-scheduling=off,on', or a SCENARIO whose server.configs lists the configurations")
     search = options.search if options.search != "auto" else ("halving" if len(configurations) > HALVING_ABOVE else "grid")
-    rungs = 1 if search == "grid" else min(HALVING_RUNGS, max(2, math.ceil(math.log2(len(configurations)))))
+    # halving: rungs enough that the first keeps ~HALVING_ETA ** (rungs - 1) configurations down to two or three at the
+    # last (5-9: 2 rungs, 10-27: 3, then 4)
+    rungs = 1 if search == "grid" else min(HALVING_RUNGS, max(2, math.ceil(math.log(len(configurations), HALVING_ETA) - 1e-9)))
     budget_s = None
     if options.budget:
         try:
@@ -131,7 +135,7 @@ def plan_tune(options: Any, words: dict[str, str]) -> TunePlan:
         _check_prompts(spec)  # a missing data set stops the tune before any server starts
     rehearsal_words = {k: words[k] for k in ("GPU", "MODEL", "PROFILE") if k in words}
     return TunePlan(tuple(configurations), objective, search,
-                    tuple(2.0 ** (r - rungs + 1) for r in range(rungs)), tuple(cells), capacity_words, serve, budget_s,
+                    tuple(float(HALVING_ETA) ** (r - rungs + 1) for r in range(rungs)), tuple(cells), capacity_words, serve, budget_s,
                     options.serve_timeout, float(options.speedup), rehearsal_words, int(options.gpus))
 
 

@@ -2,12 +2,15 @@
 beyond the run-to-run spread or not.
 
 SEARCH=grid measures every configuration at the workload's load time. SEARCH=halving measures every configuration
-briefly (1/8 of it with four rungs), keeps those whose objective's interval still overlaps the leader's, and measures
-the survivors twice as long, until one leads beyond its interval, the last rung ran, or BUDGET (minutes of load on the
-server's clock) is spent. Every rung of every configuration is a sweep (or capacity search) folder of its own: a rerun
-of the same command skips what is measured and starts servers only for what is not. A configuration that fails to
-start, or whose server dies, is recorded with its log's tail, and the tune goes on; no server outlives the tune
-(tune/server.py: each in a process group its keeper ends, also after kill -9 of the tune).
+briefly (1/9 of it for 10 to 27 configurations), keeps those whose objective's interval still overlaps the leader's,
+at most the best third of the rung's (at least two), and measures them three times as long, until one leads beyond its
+interval, the last rung ran, or BUDGET (minutes of load on the server's clock) is spent. A configuration the search
+left ranks below every one measured longer: short runs are not compared with long ones. Every rung of every
+configuration is a sweep (or capacity search) folder of its own: a rerun of the same command skips what is measured
+and starts servers only for what is not. A configuration that fails to start, or whose server dies, is recorded with
+its log's tail, and the tune goes on (a rerun tries it again: the rung of a server that died is set aside as
+``rung-N.died-K``); no server outlives the tune (tune/server.py: each in a process group its keeper ends, also after
+kill -9 of the tune).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from llmload.timescale import time_scale_of
 
 from .estimate import Estimate, difference, geometric_mean, leader, overlaps
 from .grid import Configuration
-from .plan import TunePlan, scaled_cell, server_command
+from .plan import HALVING_ETA, TunePlan, scaled_cell, server_command
 from .server import ManagedServer, fill_port
 
 __all__ = ["run_tune", "objective_estimate", "cell_figures", "UNITS"]
@@ -228,6 +231,8 @@ def run_tune(plan: TunePlan, out: Path, api_key: str = "", progress: Callable[[s
                 except ServerFailed as e:
                     failed[config.name] = ("failed to start" if e.phase == "start" else "died mid-run", e)
                     progress(f"    {failed[config.name][0]}: {e}")
+                    if e.phase == "run":
+                        _set_aside(folder)
                     write_tune(out, result("running"))
                     continue
                 except LoadTestError as e:
@@ -247,7 +252,8 @@ def run_tune(plan: TunePlan, out: Path, api_key: str = "", progress: Callable[[s
             break
         if plan.search == "grid":
             break
-        survivors = _survivors([c for c in survivors if c.name in latest and c.name not in failed], latest)
+        survivors = _survivors([c for c in survivors if c.name in latest and c.name not in failed], latest,
+                               last=number + 1 == len(plan.rung_factors))
         if len(survivors) == 1:
             stopped = f"{survivors[0].name} leads beyond its interval after rung {number + 1}"
             break
@@ -261,13 +267,36 @@ def run_tune(plan: TunePlan, out: Path, api_key: str = "", progress: Callable[[s
     return final
 
 
-def _survivors(measured: list[Configuration], latest: dict[str, _Measured]) -> list[Configuration]:
-    """Those whose objective's interval overlaps the leader's (the leader included)."""
+def _set_aside(folder: Path) -> None:
+    """Rename the rung of a server that died mid-run to ``rung-N.died-K``: the cells it finished are kept to read,
+    not reused by a rerun, which measures the configuration again."""
+    if not folder.exists():
+        return
+    k = 1
+    while folder.with_name(f"{folder.name}.died-{k}").exists():
+        k += 1
+    folder.rename(folder.with_name(f"{folder.name}.died-{k}"))
+
+
+def _survivors(measured: list[Configuration], latest: dict[str, _Measured], last: bool = False) -> list[Configuration]:
+    """Those whose objective's interval overlaps the leader's (the leader included); before the ``last`` rung at most
+    the best 1/HALVING_ETA of ``measured`` (at least two), in their order."""
     estimates = [latest[c.name].estimate for c in measured]
     best = leader(estimates)
     if best is None:
         return measured
-    return [c for c, e in zip(measured, estimates) if e is estimates[best] or overlaps(e, estimates[best])]
+    close = [i for i, e in enumerate(estimates) if i == best or overlaps(e, estimates[best])]
+    if not last:
+        keep = max(2, math.ceil(len(measured) / HALVING_ETA))
+        close = sorted(close, key=lambda i: _order(estimates[i]))[:keep]
+    return [measured[i] for i in sorted(close)]
+
+
+def _order(e: Estimate) -> float:
+    """Sort key, best first; an unknown value last."""
+    if e.value is None:
+        return math.inf
+    return -e.value if e.higher_is_better else e.value
 
 
 def _estimate_text(e: Estimate) -> str:
@@ -304,13 +333,14 @@ def _result(plan: TunePlan, configs: list[Configuration], latest: dict[str, _Mea
         d = difference(m.estimate, baseline.estimate, additive=plan.objective == "capacity")
         with_differences.append(replace(r, vs_baseline_pct=d.change_pct, vs_baseline_ci95=[d.low_pct, d.high_pct],
                                         beyond_noise=d.beyond_noise))
-    ranked = sorted((n for n in latest if n not in failed), key=lambda n: latest[n].estimate.value or 0.0,
-                    reverse=latest[next(iter(latest))].estimate.higher_is_better if latest else True)
-    ranked = [n for n in ranked if latest[n].estimate.value is not None]
+    # those measured at a later rung first (halving: a configuration left after a short run is not compared with a
+    # longer run's figure), then by the objective
+    ranked = sorted((n for n in latest if n not in failed and latest[n].estimate.value is not None),
+                    key=lambda n: (-rungs[n], _order(latest[n].estimate)))
     best = ranked[0] if ranked else None
     beyond = None
     if best is not None:
-        others = [latest[n].estimate for n in ranked[1:]]
+        others = [latest[n].estimate for n in ranked[1:] if rungs[n] == rungs[best]]  # those measured as long
         beyond = not any(overlaps(latest[best].estimate, e) for e in others) if others else None
     rehearsal = not plan.serve and not any(c.command for c in configs)
     label = next((cell.basis for m in latest.values() for cell in m.cells), "measured")

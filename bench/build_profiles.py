@@ -37,18 +37,20 @@ H100 = "measurements/h100-2026-12-06"
 H100_SUSPECT = {"4dfbb0adc84f"}
 MEASURED = {
     "h200-gpt-oss-20b-bf16": dict(
-        gpu="h200", model="gpt-oss-20b", weights="bf16-dummy", engine=EngineLimits(1024, 8192, 2_187_046),
+        gpu="h200", model="gpt-oss-20b", weights="bf16-dummy", engine=EngineLimits(1024, 8192, 2_187_046, async_scheduling=True),
         server="vLLM 0.25.0 on one H200 141 GB serving gpt-oss-20b's architecture with BF16 DUMMY weights "
                "(--load-format dummy, --max-model-len 16384, --gpu-memory-utilization 0.85; vLLM's H200 defaults "
-               "--max-num-seqs 1024, --max-num-batched-tokens 8192; KV cache 2,187,046 tokens as its log reported); "
+               "--max-num-seqs 1024, --max-num-batched-tokens 8192, asynchronous scheduling (0.25's default); KV cache "
+               "2,187,046 tokens as its log reported); "
                "see measurements/README.md",
         results=[f"{H200}/suite-c16-run1", f"{H200}/suite-c16-run2", f"{H200}/suite-u256", f"{H200}/vllm-bench/c1.json",
                  f"{H200}/vllm-bench/c16-run1.json", f"{H200}/vllm-bench/c16-run2.json"]),
     "h100-gpt-oss-20b-bf16": dict(
-        gpu="h100", model="gpt-oss-20b", weights="bf16-dummy", engine=EngineLimits(1024, 8192, 694_904),
+        gpu="h100", model="gpt-oss-20b", weights="bf16-dummy", engine=EngineLimits(1024, 8192, 694_904, async_scheduling=True),
         server="vLLM 0.25.0 on one H100 80 GB serving gpt-oss-20b's architecture with BF16 DUMMY weights "
                "(--load-format dummy, --max-model-len 16384, --gpu-memory-utilization 0.85; vLLM's defaults "
-               "--max-num-seqs 1024, --max-num-batched-tokens 8192; KV cache 694,904 tokens as its log reported); "
+               "--max-num-seqs 1024, --max-num-batched-tokens 8192, asynchronous scheduling as its log says; KV cache "
+               "694,904 tokens as its log reported); "
                "cold runs, fresh prompts each; see measurements/README.md",
         results=[str(cell.relative_to(ROOT)) for grid in ("calibration-1k", "calibration-4k")
                  for cell in sorted((ROOT / H100 / grid / "cells").iterdir()) if cell.name not in H100_SUSPECT]),

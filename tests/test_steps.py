@@ -124,3 +124,44 @@ def test_a_request_on_its_way_does_not_delay_tokens_the_api_server_had_before_it
     assert runs[2].sent_s < b.last_engine_s < runs[2].sent_s + frontend.latency_s
     assert b.last_delivered_s == pytest.approx(b.last_engine_s)
 
+
+
+def test_an_asynchronous_engine_takes_a_request_that_came_while_a_step_ran_into_the_step_after_the_next():
+    # User B's one-token request ends with the first step and sends the next, which reaches the engine at once while
+    # user A decodes. vLLM's --async-scheduling (0.25's default) scheduled the step after the first when the first
+    # started, before the new request came: that step decodes A alone, the new prompt is prefilled in the one after.
+    sync, lag = EngineLimits(256, 2048, 10**6), EngineLimits(256, 2048, 10**6, async_scheduling=True)
+    prefill_with_decode = step_time_s(TIMES, 11, 10, prefill_pairs(0, 10))  # A's decode token and the 10-token prompt
+    late = {limits.async_scheduling: replay_closed_loop(limits, TIMES, NO_FRONTEND, 2, [10, 10, 10], [50, 1, 5])[2]
+            for limits in (sync, lag)}
+    assert late[False].server_ttft_s == pytest.approx(prefill_with_decode)
+    assert late[True].server_ttft_s == pytest.approx(step_time_s(TIMES, 1, 10, 0) + step_time_s(TIMES, 11, 11, prefill_pairs(0, 10)))
+    # an idle asynchronous engine schedules a request at once: one user sees no lag
+    alone = {limits.async_scheduling: replay_closed_loop(limits, TIMES, NO_FRONTEND, 1, [100, 100], [4, 4])
+             for limits in (sync, lag)}
+    assert [r.server_ttft_s for r in alone[True]] == pytest.approx([r.server_ttft_s for r in alone[False]])
+
+
+@pytest.mark.parametrize("users", [1, 7, 120])
+def test_decode_runs_taken_at_once_equal_step_by_step_on_an_asynchronous_engine(users, monkeypatch):
+    limits = EngineLimits(256, 2048, 129_000, async_scheduling=True)
+    rng = random.Random(users)
+    prompts = [rng.randint(20, 2500) for _ in range(120)]
+    outputs = [rng.randint(1, 300) for _ in range(120)]
+    frontend = Frontend(0.004, 0.002, 0.0002, 2e-6)
+    fast = replay_closed_loop(limits, TIMES, frontend, users, prompts, outputs)
+    monkeypatch.setattr(scheduler.StepScheduler, "pure_decode_steps", lambda self: 0)
+    slow = replay_closed_loop(limits, TIMES, frontend, users, prompts, outputs)
+    assert len(fast) == len(slow) == 120
+    for a, b in zip(fast, slow):
+        assert (a.first_delivered_s, a.last_delivered_s, a.last_engine_s) == pytest.approx(
+            (b.first_delivered_s, b.last_delivered_s, b.last_engine_s), rel=1e-9, abs=1e-9)
+
+
+def test_the_api_servers_work_on_a_request_grows_with_its_prompt():
+    # Rendering and tokenizing a prompt's text: the H100 grid's 4k-token requests spent 2-3x the 1k ones' time outside
+    # the server's own clock at every load (client E2E - server E2E: 16 vs 8 ms at one user)
+    frontend = Frontend(latency_s=0.001, request_s=0.002, output_token_s=0.0, prompt_token_s=3e-6)
+    short, long = replay_closed_loop(EngineLimits(256, 8192, 10**6), TIMES, frontend, 1, [1000, 4000], [2, 2])
+    assert short.engine_arrival_s - short.sent_s == pytest.approx(0.001 + 0.002 + 1000 * 3e-6)
+    assert long.engine_arrival_s - long.sent_s == pytest.approx(0.001 + 0.002 + 4000 * 3e-6)

@@ -4,13 +4,14 @@ Each step-time term of the target is its hardware prior times the measured profi
 term (the share of peak bandwidth or FLOPs the server reached). Terms may come from different measured profiles:
 compute and overhead from one on the same GPU family, memory-bound expert reads from one with trained weights
 (dummy weights route unlike a trained model). The API server's costs are copied (they depend on the host's CPU).
-The server limits are vLLM's defaults for the target GPU, its KV cache sized from memory. Labelled
+The server limits are vLLM's defaults for the target GPU, its KV cache sized from memory; asynchronous scheduling as
+the server the compute terms were measured on had it (its overhead was fitted that way). Labelled
 ``extrapolated``, with every ratio kept in the file.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 from llmload.sim.hardware import GPU_FIGURES
 from llmload.sim.profiles import Profile
@@ -44,6 +45,7 @@ def extrapolate(gpu: str, model: str, weights: str, compute_from: Profile, memor
               f"from {memory_from.name}); the API server's costs are {compute_from.name}'s; server limits are vLLM's "
               "defaults for the GPU, the KV cache sized from its memory.")
     return Profile(name=f"{gpu}-{model}" + ("" if weights == "mxfp4" else f"-{weights}"), gpu=gpu, model=model,
-                   weights=weights, kind="extrapolated", source=source, engine=default_limits(gpu, model, weights),
+                   weights=weights, kind="extrapolated", source=source,
+                   engine=replace(default_limits(gpu, model, weights), async_scheduling=compute_from.engine.async_scheduling),
                    step=StepTimes(**{f.name: values[f.name] for f in fields(StepTimes)}), frontend=compute_from.frontend,
                    fit={"extrapolated_from": refs, "ratios": ratios})

@@ -33,6 +33,7 @@ PARAMETERS = (  # (block, name, the prior's width as a factor)
     ("frontend", "latency_s", 4.0),  # the API server's costs depend on the host's CPU, not on published figures
     ("frontend", "request_s", 4.0),
     ("frontend", "output_token_s", 4.0),
+    ("frontend", "prompt_token_s", 4.0),
 )
 MEASURED_SIGMA = 0.05
 """A measured figure's log error counts in units of 5%."""
@@ -47,12 +48,12 @@ class Model:
     step: StepTimes
     frontend: Frontend
 
-    def vector(self) -> np.ndarray:
-        return np.log([getattr(getattr(self, block), name) for block, name, _ in PARAMETERS])
+    def vector(self, parameters: Sequence[tuple[str, str, float]] = PARAMETERS) -> np.ndarray:
+        return np.log([getattr(getattr(self, block), name) for block, name, _ in parameters])
 
-    def with_vector(self, values: np.ndarray) -> "Model":
+    def with_vector(self, values: np.ndarray, parameters: Sequence[tuple[str, str, float]] = PARAMETERS) -> "Model":
         changes: dict[str, dict[str, float]] = {"step": {}, "frontend": {}}
-        for (block, name, _), value in zip(PARAMETERS, values):
+        for (block, name, _), value in zip(parameters, values):
             changes[block][name] = float(math.exp(value))
         return replace(self, step=replace(self.step, **changes["step"]), frontend=replace(self.frontend, **changes["frontend"]))
 
@@ -73,6 +74,7 @@ def predict(model: Model, cell: Cell) -> dict[str, float]:
         "e2e_median_ms": float(np.median([r.e2e_s for r in runs])) * 1e3,
         "server_ttft_mean_ms": float(np.mean([r.server_ttft_s for r in runs])) * 1e3,
         "server_itl_mean_ms": sum(r.last_engine_s - r.first_engine_s for r in runs) / gaps * 1e3 if gaps else math.nan,
+        "server_e2e_mean_ms": float(np.mean([r.server_e2e_s for r in runs])) * 1e3,
     }
 
 
@@ -81,43 +83,51 @@ def relative_error(predicted: float, observed: float) -> float:
     return (predicted - observed) / observed
 
 
-def _residuals(model: Model, prior: np.ndarray, widths: np.ndarray, cells: Sequence[Cell]) -> np.ndarray:
+def _residuals(model: Model, prior: np.ndarray, widths: np.ndarray, cells: Sequence[Cell],
+               parameters: Sequence[tuple[str, str, float]]) -> np.ndarray:
     errors = []
     for cell in cells:
         predicted = predict(model, cell)
         errors += [math.log(max(predicted[m], 1e-12) / value) / MEASURED_SIGMA for m, value in cell.observed.items()]
-    return np.concatenate([np.asarray(errors), (model.vector() - prior) / widths])
+    return np.concatenate([np.asarray(errors), (model.vector(parameters) - prior) / widths])
 
 
 def fit(start: Model, cells: Sequence[Cell], iterations: int = 40) -> Model:
-    """The model nearest ``start`` (the prior) that best reproduces the fitted cells' measurements."""
+    """The model nearest ``start`` (the prior) that best reproduces the fitted cells' measurements.
+
+    Cells whose requests all have one prompt length cannot tell the API server's work per prompt token from its work
+    per request: there the request's work is all ``request_s`` (``prompt_token_s`` 0), as before the model had it."""
     fitted = [c for c in cells if c.fitted]
     if not fitted:
         return start
-    prior = start.vector()
-    widths = np.log([w for _, _, w in PARAMETERS])
+    parameters = PARAMETERS
+    if len({p for c in fitted for p in c.prompt_tokens}) < 2:
+        parameters = tuple(p for p in PARAMETERS if p[1] != "prompt_token_s")
+        start = replace(start, frontend=replace(start.frontend, prompt_token_s=0.0))
+    prior = start.vector(parameters)
+    widths = np.log([w for _, _, w in parameters])
     theta = prior.copy()
-    r = _residuals(start, prior, widths, fitted)
+    r = _residuals(start, prior, widths, fitted, parameters)
     cost, damping = float(r @ r), 1e-2
     for _ in range(iterations):
         jacobian = np.empty((r.size, theta.size))
         for i in range(theta.size):
             moved = theta.copy()
             moved[i] += _STEP_LOG
-            jacobian[:, i] = (_residuals(start.with_vector(moved), prior, widths, fitted) - r) / _STEP_LOG
+            jacobian[:, i] = (_residuals(start.with_vector(moved, parameters), prior, widths, fitted, parameters) - r) / _STEP_LOG
         normal, gradient = jacobian.T @ jacobian, jacobian.T @ r
         improved = False
         while damping < 1e6:
             step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-9), -gradient)
             trial = theta + np.clip(step, -1.0, 1.0)
-            r_trial = _residuals(start.with_vector(trial), prior, widths, fitted)
+            r_trial = _residuals(start.with_vector(trial, parameters), prior, widths, fitted, parameters)
             if float(r_trial @ r_trial) < cost:
                 theta, r, cost, damping, improved = trial, r_trial, float(r_trial @ r_trial), max(damping / 3, 1e-6), True
                 break
             damping *= 4
         if not improved or float(np.max(np.abs(step))) < 1e-3:
             break
-    return start.with_vector(theta)
+    return start.with_vector(theta, parameters)
 
 
 def held_out_predictions(start: Model, cells: Sequence[Cell], iterations: int = 40) -> dict[str, dict[str, float]]:

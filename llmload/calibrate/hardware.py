@@ -18,7 +18,7 @@ MATMUL_EFFICIENCY = 0.5
 ATTENTION_EFFICIENCY = 0.3
 STEP_OVERHEAD_S = 1.0e-3
 """Launch and scheduling per step with CUDA graphs, before any weight is read."""
-PRIOR_FRONTEND = Frontend(latency_s=5.0e-3, request_s=2.0e-3, output_token_s=40e-6)
+PRIOR_FRONTEND = Frontend(latency_s=5.0e-3, request_s=2.0e-3, output_token_s=40e-6, prompt_token_s=1e-6)
 """vLLM's API server: a guess the fit replaces (it depends on the host's CPU, not the GPU)."""
 KV_BYTES_PER_TOKEN_LAYER = 1545.0
 """Per reported KV token and layer: vLLM 0.25 on the H200 (gpt-oss-20b's shape) held 2,187,046 tokens in 75.53 GiB."""

@@ -162,8 +162,12 @@ def profile_from_dict(data: Any, where: str, path: str = "") -> Profile:
     engine, step, front = (_field(data, key, where, dict) for key in ("engine", "step", "frontend"))
     block_size = (_number(engine, "block_size", where, "engine.", whole=True) if "block_size" in engine
                   else EngineLimits.block_size)  # optional: profiles before the prefix cache have none
+    async_scheduling = engine.get("async_scheduling", False)  # optional: profiles before it have none (synchronous)
+    if not isinstance(async_scheduling, bool):
+        raise ProfileError(f"{where}: engine.async_scheduling must be true or false, got {async_scheduling!r}")
     limits = EngineLimits(*(_number(engine, k, where, "engine.", whole=True)
-                            for k in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")), block_size)
+                            for k in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")), block_size,
+                          async_scheduling)
     if limits.max_num_batched_tokens < limits.max_num_seqs:
         raise ProfileError(f"{where}: engine.max_num_batched_tokens ({limits.max_num_batched_tokens}) must be at least "
                            f"engine.max_num_seqs ({limits.max_num_seqs}), as vLLM requires")
@@ -180,7 +184,9 @@ def profile_from_dict(data: Any, where: str, path: str = "") -> Profile:
         raise ProfileError(f"{where}: step.experts_per_token ({times.experts_per_token}) exceeds step.experts ({times.experts})")
     frontend = Frontend(_number(front, "latency_s", where, "frontend.", positive=False),
                         _number(front, "request_s", where, "frontend.", positive=False),
-                        _number(front, "output_token_s", where, "frontend.", positive=False))
+                        _number(front, "output_token_s", where, "frontend.", positive=False),
+                        _number(front, "prompt_token_s", where, "frontend.", positive=False)
+                        if "prompt_token_s" in front else 0.0)  # optional: profiles fitted before it have none
     model = _short_model(_field(data, "model", where, str))
     fit = data.get("fit", {})
     fit = fit if isinstance(fit, dict) else {}

@@ -2,8 +2,11 @@
 
 ``users`` clients each send a request, wait for its last token, and send the next at once (``users`` equal to the
 number of requests: all sent at the start, as ``vllm bench serve`` with no --max-concurrency does). Requests pass
-the API server (``Frontend``: one process, first come first served) on the way in and every step's tokens pass it
-on the way out. Runs of decode-only steps are taken at once, so a replay costs about one unit of work per
+the API server (``Frontend``: one process, first come first served; a request's work there grows with its prompt) on
+the way in and every step's tokens pass it on the way out. An asynchronous engine (``limits.async_scheduling``,
+vLLM's --async-scheduling, on by default in 0.25) schedules each step when the one before it starts, so a
+request that reaches it while a step runs is first computed in the step after the next; one that reaches an idle
+engine (or one with nothing else left to run) at once. Runs of decode-only steps are taken at once, so a replay costs about one unit of work per
 admission, prefill chunk and finish, not per token. Used by ``llmload calibrate`` and the tests; no I/O.
 
 A request may bring ``cached_tokens``: the leading part of its prompt the server's prefix cache held (a measured
@@ -15,6 +18,7 @@ before: the hit rate was measured, not modelled.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Hashable, Sequence
@@ -51,6 +55,11 @@ class RequestTiming:
     @property
     def tpot_s(self) -> float | None:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+
+    @property
+    def server_e2e_s(self) -> float:
+        """vLLM's e2e_request_latency: from its arrival to the last token's output leaving the engine's queue."""
+        return self.last_delivered_s - self.engine_arrival_s
 
     @property
     def server_ttft_s(self) -> float:
@@ -108,7 +117,7 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
         cached_blocks = cached_tokens[index] // block_size if cached_tokens else 0
         blocks = tuple(range(state["blocks"], state["blocks"] + cached_blocks))  # hashes no other request has
         state["blocks"] += cached_blocks
-        api.send(_Request(index, at_s, prompt_tokens[index], output_tokens[index], blocks), at_s)
+        api.send(_Request(index, at_s, prompt_tokens[index], output_tokens[index], blocks), at_s, prompt_tokens[index])
 
     def reach(until_s: float) -> None:
         """The API server takes the requests that reached it by ``until_s``, in turn with the tokens queued before them."""
@@ -129,16 +138,23 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
     for _ in range(min(users, total)):
         send(0.0)
     now = 0.0
+    lag = limits.async_scheduling
+    scheduled_s = -math.inf  # when the step starting now was scheduled: asynchronous, at the start of the one before
     while len(results) < total:
         reach(now)
-        while arrivals and arrivals[0].arrival_s <= now:
+        while arrivals and arrivals[0].arrival_s <= (scheduled_s if lag else now):
             sched.add(arrivals.popleft().work)
+        if sched.idle:  # nothing was left to schedule: what came meanwhile is scheduled at once
+            while arrivals and arrivals[0].arrival_s <= now:
+                sched.add(arrivals.popleft().work)
         if sched.idle:
-            now = next_arrival_s()
+            now = scheduled_s = next_arrival_s()
             continue
         skip = sched.pure_decode_steps()
         if skip > 1 and arrivals:
-            skip = min(skip, sched.decode_steps_within(arrivals[0].arrival_s - now))
+            ahead = arrivals[0].arrival_s - now
+            before = sched.decode_steps_within(ahead) if ahead > 0 else 0  # steps that start before it comes
+            skip = min(skip, before + 1 if lag else max(before, 1))
         if skip > 1 and api.pending:  # only the steps whose tokens reach the API server before the next request does
             skip = min(skip, sched.decode_steps_ending_by(api.pending[0][0] - now))
         if skip > 1:
@@ -149,13 +165,15 @@ def replay_closed_loop(limits: EngineLimits, times: StepTimes, frontend: Fronten
             # the first step or the last (step times only grow), so the closed form is exact.
             work = decoders * api.output_token_s
             api.free_s = max(api.free_s + skip * work, first_end + skip * work, now + span + work)
+            scheduled_s = now + sched.decode_steps_s(skip - 1)  # the last step's start: the next was scheduled then
             sched.skip(skip)
             now += span
             continue
         duration = sched.plan()
         if duration is None:  # waiting for room that only a later arrival's step can free: wait for it
-            now = next_arrival_s()
+            now = scheduled_s = max(now, next_arrival_s())
             continue
+        scheduled_s = now
         decoders = len(sched.decoding)
         end = now + duration
         sampled, done = sched.finish()

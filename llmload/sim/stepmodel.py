@@ -52,6 +52,9 @@ class Frontend:
     """The API server's own work on one request (rendering, tokenizing), one request after another."""
     output_token_s: float
     """Detokenizing, parsing and sending one output token."""
+    prompt_token_s: float = 0.0
+    """The API server's work on a request per prompt token (parsing, rendering and tokenizing its text), in turn as
+    ``request_s``: a request's own work is ``request_s + prompt_token_s * prompt tokens``."""
 
 
 class ApiServer:
@@ -59,27 +62,28 @@ class ApiServer:
     ``request_s`` in its turn (then the engine sees it); a step's tokens take ``output_token_s`` each, in turn with the
     requests that reached it before the step ended. The live target (stepped.py) and the replay (replay.py) share it."""
 
-    __slots__ = ("latency_s", "request_s", "output_token_s", "free_s", "pending")
+    __slots__ = ("latency_s", "request_s", "prompt_token_s", "output_token_s", "free_s", "pending")
 
     def __init__(self, frontend: Frontend, scale: float = 1.0) -> None:
         self.latency_s = frontend.latency_s * scale
         self.request_s = frontend.request_s * scale
+        self.prompt_token_s = frontend.prompt_token_s * scale
         self.output_token_s = frontend.output_token_s * scale
         self.free_s = -math.inf
         """When it has done everything handed to it so far."""
-        self.pending: deque[tuple[float, Any]] = deque()
-        """(when it reaches the API server, request): sent, still on the way (latency_s)."""
+        self.pending: deque[tuple[float, Any, float]] = deque()
+        """(when it reaches the API server, request, its work there): sent, still on the way (latency_s)."""
 
-    def send(self, request: Any, sent_s: float) -> None:
-        self.pending.append((sent_s + self.latency_s, request))
+    def send(self, request: Any, sent_s: float, prompt_tokens: int = 0) -> None:
+        self.pending.append((sent_s + self.latency_s, request, self.request_s + self.prompt_token_s * prompt_tokens))
 
     def reach(self, until_s: float) -> list[tuple[float, Any]]:
         """The requests that reached it by ``until_s``, each with when the engine sees it, in that order."""
         passed = []
         pending = self.pending
         while pending and pending[0][0] <= until_s:
-            reached_s, request = pending.popleft()
-            self.free_s = max(reached_s, self.free_s) + self.request_s
+            reached_s, request, work_s = pending.popleft()
+            self.free_s = max(reached_s, self.free_s) + work_s
             passed.append((self.free_s, request))
         return passed
 
@@ -99,6 +103,9 @@ class EngineLimits:
     """Tokens of context the KV cache holds across running sequences (vLLM's "GPU KV cache size: N tokens")."""
     block_size: int = 16
     """Tokens per KV block (vLLM's --block-size, 16 by default): the prefix cache's unit."""
+    async_scheduling: bool = False
+    """vLLM's --async-scheduling: the engine schedules each step while the one before it runs, so a request that
+    reaches a busy engine joins the step after next (the next was scheduled before it came)."""
 
 
 def experts_read(times: StepTimes, tokens: int) -> float:

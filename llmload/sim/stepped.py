@@ -1,7 +1,9 @@
 """The step-time model played live: the step scheduler's steps on the event loop's clock, tokens through the API server.
 
-A request first waits ``frontend.latency_s`` and costs the API server ``frontend.request_s`` (then the engine sees it); the engine runs step after
-step while it has work (scheduler.py); when a step ends, every sequence it advanced has a token, and the API
+A request first waits ``frontend.latency_s`` and costs the API server ``frontend.request_s`` plus
+``frontend.prompt_token_s`` per prompt token (then the engine sees it); the engine runs step after step while it has
+work (scheduler.py), an asynchronous one (the profile's ``engine.async_scheduling``) taking a request that came while
+a step ran into the step after the next; when a step ends, every sequence it advanced has a token, and the API
 server, one process serving everything in turn (first come, first served), sends them after
 ``frontend.output_token_s`` each. All durations are divided by SPEEDUP.
 """
@@ -35,6 +37,7 @@ class SteppedTiming:
         self._arrivals: deque[tuple[float, Work]] = deque()  # past the API server, not yet seen by the engine
         self._deliveries: deque[list] = deque()  # [due_s, sequences, next index]: tokens the API server sends
         self._step_end_s: float | None = None
+        self._step_start_s = -math.inf  # when the running step started: an asynchronous engine scheduled the next then
         self._kick = False  # a held sequence was released while the engine idled: step at the next look
 
     # ---- engine views ------------------------------------------------------------------------
@@ -72,7 +75,7 @@ class SteppedTiming:
     def add(self, seq: Sequence, now_s: float) -> None:
         seq.work = Work(seq, seq.prompt_tokens, seq.total_tokens, seq.prompt_blocks)
         seq.admitted(now_s)
-        self._api.send(seq.work, now_s)
+        self._api.send(seq.work, now_s, seq.prompt_tokens)
 
     def _reach(self, until_s: float) -> None:
         """The API server takes the requests that reached it by ``until_s``, after the tokens queued before them."""
@@ -82,8 +85,8 @@ class SteppedTiming:
 
     def cancel(self, seq: Sequence, now_s: float) -> None:
         work = seq.work
-        if work.state == WORK_WAITING and any(w is work for _, w in self._api.pending):
-            self._api.pending = deque((t, w) for t, w in self._api.pending if w is not work)
+        if work.state == WORK_WAITING and any(entry[1] is work for entry in self._api.pending):
+            self._api.pending = deque(entry for entry in self._api.pending if entry[1] is not work)
         elif work.state == WORK_WAITING and any(w is work for _, w in self._arrivals):
             self._arrivals = deque((t, w) for t, w in self._arrivals if w is not work)
         else:
@@ -118,16 +121,28 @@ class SteppedTiming:
                 emitted += self._deliver(None if budget is None else budget - emitted)
         return emitted
 
-    def _start_step(self, start_s: float) -> None:
-        """Let in what the API server passed on by ``start_s`` and plan the next step (none: the engine idles)."""
-        while self._arrivals and self._arrivals[0][0] <= start_s:
-            work = self._arrivals.popleft()[1]
-            work.owner.queued_s = start_s
-            self.sched.add(work)
-        duration = self.sched.plan()
+    def _start_step(self, start_s: float, busy: bool = False) -> None:
+        """Let in what the API server passed on by ``start_s`` and plan the next step (none: the engine idles).
+
+        ``busy``: the step follows the one that just ended. An asynchronous engine (--async-scheduling) scheduled it
+        when that one started, so only what had come by then is in it, unless nothing else was left to run."""
+        scheduled_s = self._step_start_s if busy and self.profile.engine.async_scheduling else start_s
+        self._let_in(scheduled_s)
+        duration = None if self.sched.idle else self.sched.plan()
+        if duration is None and scheduled_s < start_s:  # nothing else was left to run: what came meanwhile runs now
+            scheduled_s = start_s
+            self._let_in(scheduled_s)
+            duration = self.sched.plan()
         for w in self.sched.first_admitted:  # vLLM's queue time ends when the scheduler takes a request in
-            w.owner.admit_s = start_s
+            w.owner.admit_s = scheduled_s
+        self._step_start_s = start_s
         self._step_end_s = None if duration is None else start_s + duration * self._scale
+
+    def _let_in(self, until_s: float) -> None:
+        while self._arrivals and self._arrivals[0][0] <= until_s:
+            work = self._arrivals.popleft()[1]
+            work.owner.queued_s = until_s
+            self.sched.add(work)
 
     def _end_step(self, end_s: float) -> None:
         """The step's tokens go to the API server's queue; the next step starts at once."""
@@ -140,7 +155,7 @@ class SteppedTiming:
         self._reach(end_s)  # first come, first served: requests that reached the API server first go first
         if advanced:
             self._deliveries.append([self._api.deliver(end_s, len(advanced)), advanced, 0])
-        self._start_step(end_s)
+        self._start_step(end_s, busy=True)
 
     def _deliver(self, budget: int | None) -> int:
         """Send the head delivery's tokens (up to budget); returns tokens sent."""

@@ -340,7 +340,7 @@ def _tune(settings: Sequence[str]) -> int:
     """`make tune`: each server configuration started, loaded, stopped; the best named at the objective."""
     from llmload.sweep.capacity import check_capacity_settings
     from llmload.tune.plan import plan_tune
-    from llmload.tune.report import tune_lines
+    from llmload.results.tunereport import tune_lines
     from llmload.tune.runner import run_tune
 
     parsed = parse_settings(settings, (*opts.OPTIONS, *opts.TUNE_OPTIONS))

@@ -21,7 +21,7 @@ USAGE = "usage: python -m plots figures DIR [DIR ...] | python -m plots compare 
 def _tune_figures(out: Path) -> int:
     """A `make tune` folder (it holds tune.json): the tune's figures into OUT/figures and OUT/report.html."""
     from llmload.results.tunefile import read_tune
-    from llmload.tune.report import tune_lines
+    from llmload.results.tunereport import tune_lines
     from plots.tune import tune_figures
 
     print("\n".join(tune_lines(read_tune(out))))

@@ -93,10 +93,10 @@ def _check_merged_run(out, measured, warmups, workers, served):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests_ok"] == measured == _locust_count(out)
     # the server's account comes from its scrapes around the run (the built-in target keeps vLLM's histograms)
-    recomputed = asdict(summarize(records, generator=read_summary(out).generator,
+    recomputed = asdict(summarize(records, summary["config"], generator=read_summary(out).generator,
                                   server_window=read_samples(out / "server_window.jsonl")))
     for key, value in recomputed.items():
-        if key not in ("config", "generator", "predicted", "cost"):  # these two follow from the config (SPEEDUP, PRICE)
+        if key not in ("config", "generator", "predicted", "cost"):  # these follow from the target (SPEEDUP) and PRICE
             assert _close(summary[key], value), key
     names = [p["name"] for p in summary["generator"]["processes"]]
     assert names == ["master"] + [f"worker {n}" for n in range(1, workers + 1)]

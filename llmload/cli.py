@@ -359,7 +359,10 @@ def _tune(settings: Sequence[str]) -> int:
         capacity_keys = {o.key for o in opts.CAPACITY_OPTIONS}
         check_capacity_settings({k: v for k, v in plan.capacity_words.items() if k not in capacity_keys}, parsed)
     out = Path(parsed.out) if parsed.out else Path("results") / f"tune-{parsed.gpu}-{bare_model_name(parsed.model) or 'model'}"
-    result = run_tune(plan, out, read_api_key(parsed.api_key_file))  # Ctrl-C: the server in hand is stopped first
+    # SIGTERM, like Ctrl-C, while a server starts or stops (the loads forward their own): the server in hand is
+    # stopped by the unwinding, measured rungs stay, and the tune exits with one line.
+    with SignalForwarder("stopped between loads; measured rungs are kept: rerun the same command to resume"):
+        result = run_tune(plan, out, read_api_key(parsed.api_key_file))
     print("\n".join(tune_lines(result)))
     from plots.tune import tune_figures
 

@@ -195,6 +195,45 @@ def test_stopping_the_tune_leaves_no_server(tmp_path, sig):
         time.sleep(0.5)
 
 
+def _processes_with_port(port: int) -> list[int]:
+    """Live processes whose command line gives ``--port <port>``: the server the tune launched, whatever its group."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace").split("\0")
+            state = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and any(a == "--port" and b == str(port) for a, b in zip(argv, argv[1:])):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_server_starts_stops_it_and_says_so(tmp_path, sig):
+    """SIGTERM or Ctrl-C while the tune waits for a server to serve: one line, 128 + the signal, no server left (SIGTERM
+    used to kill the tune by its default action there, leaving the server to its keeper)."""
+    out = tmp_path / "tune"
+    never_ready = f"{sys.executable} -c 'import time; time.sleep(600)'"
+    tune = subprocess.Popen([sys.executable, "-m", "llmload", "tune", f"OUT={out}", f"SERVE={never_ready}",
+                             "GRID=max-num-seqs=8,16", "USERS=4", "DURATION=60s", "MAX_TOKENS=50"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("configs/*/server-0/launch.json")):
+        assert time.monotonic() < deadline and tune.poll() is None, "the tune did not launch a server"
+        time.sleep(0.2)
+    port = json.loads(next(out.glob("configs/*/server-0/launch.json")).read_text())["port"]
+    while not _processes_with_port(port):
+        assert time.monotonic() < deadline and tune.poll() is None, "the server's process did not appear"
+        time.sleep(0.2)
+    os.kill(tune.pid, sig)
+    _, stderr = tune.communicate(timeout=120)
+    assert tune.returncode == 128 + sig, stderr
+    assert f"interrupted by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
+    assert _processes_with_port(port) == []  # stopped by the tune itself, before it exited
+
+
 @pytest.mark.integration
 def test_a_server_killed_mid_run_is_recorded_and_a_rerun_measures_it_again(tmp_path):
     """kill -9 of the first configuration's server group mid-load: "died mid-run" with its log's tail, the next

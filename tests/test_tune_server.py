@@ -354,6 +354,51 @@ def test_the_server_dies_with_the_suite(tmp_path, signum):
         child.wait()
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_the_server_is_spawned_waits_until_it_can_be_ended(tmp_path, signum):
+    """A stop that comes while Popen spawns the keeper (its child runs, not yet held as the suite's): start() ends the
+    group before the suite exits. The server ignores SIGINT, so only stop() (the keeper's SIGTERM after its grace)
+    ends it while the suite waits; before, the suite exited at once and left it to the keeper (CI caught the window)."""
+    suite = textwrap.dedent(f"""
+        import signal, subprocess, sys, time
+        from pathlib import Path
+        from llmload.errors import Interrupted
+        from llmload.system.processes import SignalForwarder
+        import llmload.tune.server as server
+
+        class LingeringPopen(subprocess.Popen):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                print(self.pid, flush=True)
+                time.sleep(5)  # the window, widened: the signal comes now
+
+        server.subprocess.Popen = LingeringPopen
+        launch = server.fill_port("deaf", [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, "
+                                  "signal.SIG_IGN); time.sleep(300)"], {free_loopback_port()}, {{}})
+        try:
+            with SignalForwarder("stopped"), server.ManagedServer(launch, Path({str(tmp_path)!r}), timeout_s=60,
+                                                                  progress=lambda _: None, grace_s=1.0) as managed:
+                managed.start()
+        except Interrupted as e:
+            sys.exit(e.exit_code)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", suite], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        pgid = int(child.stdout.readline())
+        deadline_s = time.monotonic() + 10
+        while len(group_members(pgid)) < 2 and time.monotonic() < deadline_s:
+            time.sleep(0.05)
+        members = group_members(pgid)
+        assert len(members) == 2
+        child.send_signal(signum)
+        assert child.wait(60) == 128 + signum
+        assert not any(map(_alive, members)) and group_members(pgid) == []  # at the suite's exit, not after
+    finally:
+        child.kill()
+        child.wait()
+
+
 # -- the real vLLM (CPU build) as the server ----------------------------------------------------------------------
 
 def _vllm_tiny_llama(*flags: str) -> tuple[str, ...]:

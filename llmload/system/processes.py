@@ -12,7 +12,8 @@ from typing import Callable, Iterator
 
 from llmload.errors import Interrupted
 
-__all__ = ["STOP_SIGNALS", "core_of_its_own", "raise_fd_limit", "die_with_parent", "stoppable_child", "accept_stop_signals", "SignalForwarder"]
+__all__ = ["STOP_SIGNALS", "core_of_its_own", "raise_fd_limit", "die_with_parent", "stoppable_child", "accept_stop_signals", "stop_signals_deferred",
+           "SignalForwarder"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -74,6 +75,26 @@ def stoppable_child() -> None:
 def accept_stop_signals() -> None:
     """Deliver the SIGINT/SIGTERM held since stoppable_child (if any) to the handlers now in place."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Within: SIGINT and SIGTERM are noted, not acted on; on leaving, each is raised again for the handlers in place.
+
+    For a step that must not be cut in two (a child spawned and not yet held as ours). A signal mask cannot do it: a
+    process-directed signal goes to any thread not blocking it (numpy's BLAS threads), and Python acts on it in the
+    main thread whatever the main thread's mask. Main thread only, as ``signal.signal``.
+    """
+    noted: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, _frame: noted.append(signum))
+                for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in noted[:1]:  # the first: as if it came now (a second would only repeat it)
+            signal.raise_signal(signum)
 
 
 class SignalForwarder:

@@ -38,6 +38,7 @@ from llmload.results.engine_metrics import METRICS_PATHS
 from llmload.results.server_metrics import parse_prometheus
 from llmload.system.control_http import get_json, request
 from llmload.system.listening import check_port_free
+from llmload.system.processes import stop_signals_deferred
 
 from . import keeper
 from .effective import SECRET_KEYS, read_effective
@@ -169,7 +170,9 @@ class ManagedServer:
         command = [sys.executable, "-I", str(_KEEPER), "--parent", str(os.getpid()), "--grace-s", f"{self.grace_s:g}",
                    "--", *self.launch.argv]
         started_s = time.monotonic()
-        with self.log.open("wb") as log:
+        # A stop signal waits while the keeper is spawned, until self._process can be ended: a Ctrl-C inside Popen
+        # left the keeper and its server to outlive the suite until the keeper saw it go.
+        with stop_signals_deferred(), self.log.open("wb") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                              env={**os.environ, **self.launch.env}, start_new_session=True)
         try:

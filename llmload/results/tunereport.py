@@ -42,7 +42,8 @@ def tune_lines(result: TuneResult) -> list[str]:
         lines.append(f"{rank:<5}{(config.name + status)[:45]:<46}{_interval(config):<30}{_versus(config, baseline)}")
     if result.best is not None:
         beyond = ("leads every other beyond its interval" if result.best_beyond_noise
-                  else "within the interval of another configuration: no winner beyond noise")
+                  else "its interval overlaps another configuration's: it does not lead every other beyond noise "
+                       "(the vs baseline column tests each difference's own interval, a finer test)")
         lines.append(f"Best: {result.best}, {beyond}")
     lines.append(f"Stopped because {result.stopped_because}; {result.load_s / 60:.1f} minutes of load"
                  + (f" of BUDGET {result.budget_s / 60:g}" if result.budget_s else ""))

